@@ -1,0 +1,41 @@
+"""Reading conda env files, and naming the venvs built from them."""
+import hashlib
+import re
+from pathlib import Path
+
+import yaml
+
+HASH_LENGTH = 12
+
+
+def env_hash(env_file):
+    """Content hash of an env file: a changed file gets a new venv, an unchanged one keeps its."""
+    return hashlib.sha256(Path(env_file).read_bytes()).hexdigest()[:HASH_LENGTH]
+
+
+def read_env_file(env_file):
+    """Return (python version pin, pip requirement lines) of a conda env file."""
+    path = Path(env_file)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ValueError(f"{path}: not valid YAML: {err}") from err
+    deps = (spec or {}).get("dependencies")
+    if not isinstance(deps, list):
+        raise ValueError(f"{path}: no 'dependencies' list")
+    python, pip = None, None
+    for dep in deps:
+        if isinstance(dep, str):
+            match = re.fullmatch(r"python\s*==?\s*(\d+\.\d+)(\.\*|\.\d+)?", dep.strip())
+            if match:
+                python = match.group(1)
+        elif isinstance(dep, dict) and "pip" in dep:
+            pip = [str(line) for line in dep["pip"]]
+    if python is None:
+        raise ValueError(f"{path}: dependencies must pin python, as 'python=3.X'")
+    if not pip:
+        raise ValueError(f"{path}: dependencies need a 'pip:' list of pinned packages")
+    unpinned = [line for line in pip if "==" not in line]
+    if unpinned:
+        raise ValueError(f"{path}: pip packages must be pinned with '==': {unpinned}")
+    return python, pip

