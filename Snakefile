@@ -1,0 +1,24 @@
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+validate(config, "schemas/config.schema.yaml")
+
+
+include: "rules/common.smk"
+include: "rules/envs.smk"
+include: "rules/mnist.smk"
+include: "rules/report.smk"
+
+
+report: "report/workflow.rst"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

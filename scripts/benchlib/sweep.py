@@ -1,0 +1,30 @@
+"""Expanding a workload's sweep grid from the config into one row per run (pure)."""
+import itertools
+
+# Column order is the order of the fields in a run id, e.g.
+# model~small_duplicate~1_batch~256_devices~2_strategy~ddp_repeat~1
+MNIST_COLUMNS = ("model", "duplicate", "batch", "devices", "strategy", "repeat")
+SINGLE_DEVICE = "single"
+
+
+def mnist_runs(mnist, frameworks):
+    """Rows {framework, model, duplicate, batch, devices, strategy, repeat} of the MNIST grid.
+
+    One device runs without a data-parallel strategy; N devices run once per strategy
+    the config names for that framework.
+    """
+    rows = []
+    for framework in frameworks:
+        for model, times, batch, devices in itertools.product(
+            mnist["models"], mnist["duplicates"], mnist["batch_sizes"], mnist["devices"]
+        ):
+            strategies = [SINGLE_DEVICE] if devices == 1 else mnist["strategies"][framework]
+            for strategy, repeat in itertools.product(strategies, range(1, mnist["repeats"] + 1)):
+                rows.append({"framework": framework, "model": model, "duplicate": times, "batch": batch,
+                             "devices": devices, "strategy": strategy, "repeat": repeat})
+    return rows
+
+
+def run_id(row, columns):
+    """The sweep point readable in a name, in Snakemake Paramspace's key~value_key~value form."""
+    return "_".join(f"{column}~{row[column]}" for column in columns)

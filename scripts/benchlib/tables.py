@@ -1,0 +1,127 @@
+"""Records -> tidy tables (pandas). Used by the report environment and the tests."""
+import json
+from pathlib import Path
+
+import jsonschema
+import pandas as pd
+
+RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
+ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
+
+
+class RecordError(ValueError):
+    """A record that does not match schemas/run.schema.json; the message names the file."""
+
+
+def load_records(paths):
+    validator = jsonschema.Draft202012Validator(json.loads(RUN_SCHEMA.read_text()))
+    records = []
+    for path in paths:
+        try:
+            record = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as err:
+            raise RecordError(f"{path}: cannot be read as JSON ({err})") from err
+        error = jsonschema.exceptions.best_match(validator.iter_errors(record))
+        if error is not None:
+            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+            raise RecordError(f"{path}: invalid run record at {where}: {error.message}")
+        records.append(record)
+    return records
+
+
+def _short_error(error):
+    return "\n".join(error.strip().splitlines()[-ERROR_LINES:]) if error else None
+
+
+def _sweep_point(spec, sweep_keys):
+    return {key: spec.get(key) for key in sweep_keys}
+
+
+def run_row(record, sweep_keys):
+    """One row per run: the sweep point, what ran, the summary and the status."""
+    spec, summary = record["spec"], record["summary"]
+    device = record["device"] or {}
+    final_metric = summary.get("final_metric") or {}
+    return {
+        "workload": record["workload"],
+        "framework": record["framework"],
+        "run_id": record["run_id"],
+        **_sweep_point(spec, sweep_keys),
+        "status": record["status"],
+        "error": _short_error(record["error"]),
+        "framework_version": record["environment"]["framework_version"],
+        "device_kind": device.get("kind"),
+        "epochs": len(record["epochs"]),
+        "first_epoch_s": summary["first_epoch_s"],
+        "steady_epoch_s": summary["steady_epoch_s"],
+        "samples_per_s": summary["samples_per_s"],
+        "final_loss": summary["final_loss"],
+        **{f"final_{name}": value for name, value in final_metric.items()},
+        "peak_rss_bytes": record["memory"]["peak_rss_bytes"],
+        "peak_gpu_bytes": record["memory"]["peak_gpu_bytes"],
+        "train_images_limit": spec.get("train_images"),
+        "wall_s": record["wall_s"],
+    }
+
+
+def epoch_rows(record, sweep_keys):
+    """One row per run and epoch; a run with no epoch still gets one row, with its status."""
+    base = {
+        "workload": record["workload"],
+        "framework": record["framework"],
+        "run_id": record["run_id"],
+        **_sweep_point(record["spec"], sweep_keys),
+        "status": record["status"],
+    }
+    if not record["epochs"]:
+        return [{**base, "epoch": None}]
+    rows = []
+    for epoch in record["epochs"]:
+        rows.append({
+            **base,
+            "epoch": epoch["epoch"],
+            "wall_s": epoch["wall_s"],
+            "samples": epoch["samples"],
+            "samples_per_s": epoch["samples"] / epoch["wall_s"],
+            "loss": epoch["loss"],
+            **epoch["metric"],
+            "eval_s": epoch["eval_s"],
+        })
+    return rows
+
+
+def environment_rows(records):
+    """The distinct environments the runs ran in (runs that died before saying are left out)."""
+    rows = []
+    for record in records:
+        env = record["environment"]
+        if env["framework_version"] is None:
+            continue
+        rows.append({
+            "framework": record["framework"],
+            "framework_version": env["framework_version"],
+            "python": env["python"],
+            "device": (record["device"] or {}).get("kind"),
+            "cpu_model": env["cpu_model"],
+            "cpu_count": env["cpu_count"],
+            "gpus": "; ".join(f"{g['name']} (driver {g['driver']})" for g in env["gpus"]) or "none",
+            "os": env["os"],
+            "hostname": env["hostname"],
+            "git_commit": env["git_commit"],
+        })
+    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu_count", "gpus", "os",
+               "hostname", "git_commit"]
+    return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
+
+
+def tables(records, sweep_keys):
+    """(runs, epochs) data frames of one workload's records."""
+    runs = pd.DataFrame([run_row(r, sweep_keys) for r in records])
+    epochs = pd.DataFrame([row for r in records for row in epoch_rows(r, sweep_keys)])
+    order = ["framework", *sweep_keys]
+    return runs.sort_values(order, ignore_index=True), epochs.sort_values(order + ["epoch"], ignore_index=True)
+
+
+def unsuccessful(runs):
+    columns = ["workload", "framework", "run_id", "status", "error"]
+    return runs.loc[runs["status"] != "ok", columns]

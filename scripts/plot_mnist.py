@@ -1,0 +1,94 @@
+"""The MNIST study's figures from the runs and epochs tables."""
+import argparse
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+sns.set_theme(style="whitegrid", context="paper")
+
+
+def label(frame):
+    """framework/strategy, e.g. pytorch/ddp; one device is 'single' everywhere."""
+    return frame["framework"] + "/" + frame["strategy"]
+
+
+def with_scale_up(runs):
+    """images/s relative to the same framework, model, data and batch on one device."""
+    keys = ["framework", "model", "duplicate", "batch", "repeat"]
+    single = runs[runs["devices"] == 1][keys + ["samples_per_s"]].rename(columns={"samples_per_s": "single_device"})
+    merged = runs.merge(single, on=keys, how="left")
+    merged["scale_up"] = merged["samples_per_s"] / merged["single_device"]
+    return merged
+
+
+def no_data(path, message):
+    fig, ax = plt.subplots(figsize=(5, 2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, message, ha="center", va="center")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def save(grid, path, title):
+    grid.figure.suptitle(title, y=1.02)
+    grid.figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(grid.figure)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", required=True)
+    parser.add_argument("--epochs", required=True)
+    parser.add_argument("--outdir", required=True, type=Path)
+    args = parser.parse_args()
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    runs = pd.read_csv(args.runs)
+    runs = runs[runs["status"] == "ok"].copy()
+    figures = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
+    if runs.empty:
+        for name in figures:
+            no_data(args.outdir / f"{name}.png", "no successful MNIST run")
+        return
+    runs["run"] = label(runs)
+    runs["dataset"] = "x" + runs["duplicate"].astype(str)
+    style = "batch" if runs["batch"].nunique() > 1 else None
+
+    grid = sns.relplot(data=runs, x="devices", y="samples_per_s", hue="run", style=style, col="model",
+                       row="dataset", kind="line", marker="o", errorbar="sd",
+                       facet_kws={"sharey": False}, height=3, aspect=1.2)
+    grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s (steady epochs)")
+    save(grid, args.outdir / "throughput.png", "MNIST training throughput by device count")
+
+    epochs = pd.read_csv(args.epochs)
+    epochs = epochs[(epochs["status"] == "ok") & epochs["epoch"].isin([1, 2])].copy()
+    epochs["run"] = label(epochs)
+    epochs["epoch"] = epochs["epoch"].map({1: "first", 2: "second"})
+    grid = sns.catplot(data=epochs, x="run", y="wall_s", hue="epoch", col="model", row="devices",
+                       kind="bar", errorbar="sd", sharey=False, sharex=False, height=3, aspect=1.5)
+    grid.set_xticklabels(rotation=30, ha="right")
+    grid.set(ylabel="epoch wall time (s)", xlabel="")
+    save(grid, args.outdir / "first-vs-second-epoch.png", "MNIST first vs second epoch")
+
+    scaled = with_scale_up(runs)
+    grid = sns.relplot(data=scaled, x="devices", y="scale_up", hue="run", style=style, col="model",
+                       row="dataset", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
+    for ax in grid.axes.flat:
+        devices = sorted(runs["devices"].unique())
+        ax.plot(devices, devices, color="grey", linestyle=":", label="linear")
+    grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s relative to 1 device")
+    save(grid, args.outdir / "scale-up.png", "MNIST scale-up relative to one device")
+
+    grid = sns.catplot(data=runs, x="run", y="final_test_accuracy", col="model", kind="bar",
+                       errorbar="sd", sharex=False, height=3, aspect=1.5)
+    grid.set_xticklabels(rotation=30, ha="right")
+    grid.set(ylabel="test accuracy after the last epoch", xlabel="", ylim=(0, 1))
+    save(grid, args.outdir / "accuracy.png", "MNIST test accuracy")
+
+
+if __name__ == "__main__":
+    main()

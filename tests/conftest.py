@@ -1,0 +1,46 @@
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+from benchlib.envs import env_hash  # noqa: E402
+
+VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs")).expanduser().resolve()
+
+
+def venv_python(stack):
+    """The interpreter the workflow would use for envs/<stack>.yaml, built if missing."""
+    venv = VENV_PREFIX / f"{stack}-{env_hash(REPO / 'envs' / f'{stack}.yaml')}"
+    if not (venv / "python").exists():
+        subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(REPO / "envs" / f"{stack}.yaml"),
+                        str(venv)], check=True)
+    return str(venv / "python")
+
+
+@pytest.fixture(scope="session")
+def workflow_copy(tmp_path_factory):
+    """The repository's tracked files in a fresh folder, as a new clone would have them."""
+    dest = tmp_path_factory.mktemp("workflow")
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        if (REPO / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dest / name)
+    return dest
+
+
+def snakemake(*args, cwd=REPO, check=True):
+    """Run the snakemake CLI of this interpreter; return the completed process."""
+    cmd = [sys.executable, "-m", "snakemake", *args]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+    return proc

@@ -1,0 +1,39 @@
+import pytest
+import yaml
+
+from conftest import REPO, snakemake
+
+
+def run_with(tmp_path, overrides, *args, cwd=REPO):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(overrides))
+    return snakemake("--configfile", str(path), *args, cwd=cwd, check=False)
+
+
+@pytest.mark.parametrize(
+    "overrides, named",
+    [
+        ({"mnist": {"batch_sizes": [-64]}}, "batch_sizes"),
+        ({"frameworks": ["pytorch", "caffe"]}, "frameworks"),
+        ({"mnist": {"epoch": 2}}, "epoch"),  # a typo of 'epochs' is an unknown key
+        ({"mnist": {"strategies": {"pytorch": ["horovod"]}}}, "strategies"),
+        ({"device": "tpu"}, "device"),
+    ],
+)
+def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
+    proc = run_with(tmp_path, overrides, "-n")
+    assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    assert "Error validating config file" in output
+    assert named in output
+
+
+def test_bad_config_stops_before_any_job(tmp_path, workflow_copy):
+    proc = run_with(tmp_path, {"mnist": {"batch_sizes": [0]}}, "--cores", "1", cwd=workflow_copy)
+    assert proc.returncode != 0
+    assert not (workflow_copy / "results").exists()
+
+
+def test_defaults_fill_what_a_preset_leaves_out():
+    proc = snakemake("-n", "--configfile", "presets/smoke.yaml", "--print-compilation")
+    assert proc.returncode == 0

@@ -1,0 +1,51 @@
+import pytest
+
+from benchlib.envs import env_hash, read_env_file
+from conftest import REPO
+
+ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
+
+
+def write(tmp_path, text):
+    path = tmp_path / "env.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_every_env_file_pins_python_and_every_package():
+    assert {p.stem for p in ENV_FILES} >= {"pytorch", "tensorflow", "mxnet", "data", "report"}
+    for path in ENV_FILES:
+        python, pip = read_env_file(path)
+        assert python == "3.11", path
+
+
+def test_known_pins_of_these_machines():
+    pins = {p.stem: read_env_file(p)[1] for p in ENV_FILES}
+    assert "torch==2.13.0" in pins["pytorch"]
+    assert "tensorflow==2.21.0" in pins["tensorflow"]
+    assert {"mxnet==1.9.1", "numpy==1.23.5"} <= set(pins["mxnet"])
+
+
+def test_hash_follows_the_content(tmp_path):
+    path = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip:\n      - numpy==2.4.6\n")
+    before = env_hash(path)
+    assert env_hash(path) == before
+    path.write_text(path.read_text().replace("2.4.6", "2.4.5"))
+    assert env_hash(path) != before
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("dependencies:\n  - pip:\n      - numpy==2.4.6\n", "must pin python"),
+        ("dependencies:\n  - python=3.11\n  - pip:\n      - numpy\n", "pinned with '=='"),
+        ("dependencies:\n  - python=3.11\n", "'pip:' list"),
+        ("name: x\n", "no 'dependencies' list"),
+        ("dependencies: [python=3.11\n", "not valid YAML"),
+    ],
+)
+def test_bad_env_files_are_named_with_the_reason(tmp_path, text, message):
+    path = write(tmp_path, text)
+    with pytest.raises(ValueError, match=message) as err:
+        read_env_file(path)
+    assert str(path) in str(err.value)

@@ -1,0 +1,43 @@
+import pandas as pd
+from snakemake.utils import Paramspace
+
+from benchlib.sweep import MNIST_COLUMNS, mnist_runs, run_id
+
+MNIST = {
+    "models": ["small", "large"],
+    "duplicates": [1, 4],
+    "batch_sizes": [128],
+    "devices": [1, 2, 4],
+    "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
+    "repeats": 2,
+}
+
+
+def test_one_device_runs_once_without_a_strategy():
+    rows = mnist_runs(MNIST, ["pytorch"])
+    single = [r for r in rows if r["devices"] == 1]
+    assert {r["strategy"] for r in single} == {"single"}
+    # 2 models x 2 data sizes x 1 batch x 2 repeats
+    assert len(single) == 8
+
+
+def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
+    rows = mnist_runs(MNIST, ["pytorch", "tensorflow", "mxnet"])
+    points = 2 * 2 * 1 * 2  # models x data sizes x batches x repeats
+    count = lambda fw, devices: sum(1 for r in rows if r["framework"] == fw and r["devices"] == devices)
+    assert count("pytorch", 2) == count("pytorch", 4) == 2 * points
+    assert count("tensorflow", 4) == points
+    assert count("mxnet", 2) == 0  # no strategy named, no multi-device run
+    assert count("mxnet", 1) == points
+    assert len(rows) == len({(r["framework"], run_id(r, MNIST_COLUMNS)) for r in rows})
+
+
+def test_run_id_is_the_paramspace_pattern_and_round_trips():
+    rows = mnist_runs(MNIST, ["tensorflow"])
+    frame = pd.DataFrame(rows)[list(MNIST_COLUMNS)]
+    space = Paramspace(frame, filename_params="*")
+    assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
+    row = rows[-1]
+    assert run_id(row, MNIST_COLUMNS) == "model~large_duplicate~4_batch~128_devices~4_strategy~mirrored_repeat~2"
+    instance = space.instance({c: str(row[c]) for c in MNIST_COLUMNS})
+    assert {k: v if isinstance(v, str) else int(v) for k, v in instance.items()} == {c: row[c] for c in MNIST_COLUMNS}

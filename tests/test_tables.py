@@ -1,0 +1,85 @@
+import json
+
+import pytest
+
+from benchlib.sweep import MNIST_COLUMNS, run_id
+from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful
+from run_benchmark import make_record
+
+
+def spec(framework="pytorch", devices=1, strategy="single", repeat=1):
+    point = {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy,
+             "repeat": repeat}
+    return {"workload": "mnist", "framework": framework, "run_id": run_id(point, MNIST_COLUMNS), **point,
+            "epochs": 2, "seed": 1, "device": "auto", "threads": 2, "timeout_s": 60, "train_images": None}
+
+
+def result(*epoch_times):
+    return {
+        "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
+        "threads": {"intra": 2}, "memory": {"peak_rss_bytes": 1000, "peak_gpu_bytes": None},
+        "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "loss": 1.0 / (i + 1),
+                    "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1} for i, t in enumerate(epoch_times)],
+    }
+
+
+def write_records(tmp_path, *records):
+    paths = []
+    for i, record in enumerate(records):
+        path = tmp_path / f"{i}.json"
+        path.write_text(json.dumps(record))
+        paths.append(path)
+    return paths
+
+
+def test_summary_reports_the_first_epoch_apart_from_the_steady_ones():
+    record = make_record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+    assert record["status"] == "ok"
+    assert record["summary"]["first_epoch_s"] == 3.0
+    assert record["summary"]["steady_epoch_s"] == pytest.approx(1.5)
+    assert record["summary"]["samples_per_s"] == pytest.approx(400)
+
+
+def test_a_crash_is_failed_with_the_error_and_keeps_finished_epochs():
+    partial = result(2.0)
+    partial["status"] = "running"
+    record = make_record(spec(), partial, -9, ["Traceback", "MemoryError"], "now", 3.0)
+    assert record["status"] == "failed"
+    assert "exit code -9" in record["error"] and "MemoryError" in record["error"]
+    assert len(record["epochs"]) == 1
+
+
+def test_no_result_at_all_is_failed():
+    record = make_record(spec(), None, 1, ["ImportError: no module named torch"], "now", 1.0)
+    assert record["status"] == "failed" and record["epochs"] == []
+
+
+def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
+    ok = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
+    ok2 = make_record(spec(devices=2, strategy="ddp"), result(4.0, 2.0), 0, [], "now", 6.0)
+    failed = make_record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)
+    records = load_records(write_records(tmp_path, ok, ok2, failed))
+    runs, epochs = tables(records, list(MNIST_COLUMNS))
+    assert len(runs) == 3 and len(epochs) == 2 + 2 + 1
+    assert set(epochs.columns) >= {"framework", *MNIST_COLUMNS, "epoch", "wall_s", "samples_per_s", "loss",
+                                   "test_accuracy"}
+    failed_row = runs[runs["strategy"] == "dp"].iloc[0]
+    assert failed_row["status"] == "failed" and "boom" in failed_row["error"]
+    assert runs.loc[runs["strategy"] == "ddp", "samples_per_s"].item() == pytest.approx(300)
+    assert list(unsuccessful(runs)["run_id"]) == [failed["run_id"]]
+    assert environment_rows(records)["framework_version"].tolist() == ["9.9"]
+
+
+def test_an_invalid_record_is_named_with_the_field(tmp_path):
+    record = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
+    record["epochs"][0]["wall_s"] = -1
+    paths = write_records(tmp_path, record)
+    with pytest.raises(RecordError, match=r"0.json: invalid run record at epochs/0/wall_s"):
+        load_records(paths)
+
+
+def test_unreadable_record_is_named(tmp_path):
+    path = tmp_path / "half.json"
+    path.write_text('{"status": ')
+    with pytest.raises(RecordError, match="half.json"):
+        load_records([path])
