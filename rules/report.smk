@@ -11,7 +11,7 @@ rule aggregate:
         records=lambda wildcards: WORKLOAD_RECORDS[wildcards.workload](),
         python=env_input("report"),
     params:
-        python=interpreter("report"),
+        python=run_python,
         script=SCRIPTS / "aggregate.py",
         sweep_keys=lambda wildcards: " ".join(WORKLOAD_SWEEP_KEYS[wildcards.workload]),
     log:
@@ -35,7 +35,7 @@ rule plot_mnist:
         epochs="results/tables/mnist-epochs.csv",
         python=env_input("report"),
     params:
-        python=interpreter("report"),
+        python=run_python,
         script=SCRIPTS / "plot_mnist.py",
     log:
         "results/logs/report/plot-mnist.log",

@@ -55,11 +55,12 @@ def main():
             no_data(args.outdir / f"{name}.png", "no successful MNIST run")
         return
     runs["run"] = label(runs)
+    models = [m for m in ("small", "large") if m in set(runs["model"])]
     runs["dataset"] = "x" + runs["duplicate"].astype(str)
     style = "batch" if runs["batch"].nunique() > 1 else None
 
     grid = sns.relplot(data=runs, x="devices", y="samples_per_s", hue="run", style=style, col="model",
-                       row="dataset", kind="line", marker="o", errorbar="sd",
+                       col_order=models, row="dataset", kind="line", marker="o", errorbar="sd",
                        facet_kws={"sharey": False}, height=3, aspect=1.2)
     grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s (steady epochs)")
     save(grid, args.outdir / "throughput.png", "MNIST training throughput by device count")
@@ -68,7 +69,8 @@ def main():
     epochs = epochs[(epochs["status"] == "ok") & epochs["epoch"].isin([1, 2])].copy()
     epochs["run"] = label(epochs)
     epochs["epoch"] = epochs["epoch"].map({1: "first", 2: "second"})
-    grid = sns.catplot(data=epochs, x="run", y="wall_s", hue="epoch", col="model", row="devices",
+    grid = sns.catplot(data=epochs, x="run", y="wall_s", hue="epoch", col="model", col_order=models,
+                       row="devices",
                        kind="bar", errorbar="sd", sharey=False, sharex=False, height=3, aspect=1.5)
     grid.set_xticklabels(rotation=30, ha="right")
     grid.set(ylabel="epoch wall time (s)", xlabel="")
@@ -76,14 +78,15 @@ def main():
 
     scaled = with_scale_up(runs)
     grid = sns.relplot(data=scaled, x="devices", y="scale_up", hue="run", style=style, col="model",
-                       row="dataset", kind="line", marker="o", errorbar="sd", height=3, aspect=1.2)
+                       col_order=models, row="dataset", kind="line", marker="o", errorbar="sd", height=3,
+                       aspect=1.2)
     for ax in grid.axes.flat:
         devices = sorted(runs["devices"].unique())
         ax.plot(devices, devices, color="grey", linestyle=":", label="linear")
     grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s relative to 1 device")
     save(grid, args.outdir / "scale-up.png", "MNIST scale-up relative to one device")
 
-    grid = sns.catplot(data=runs, x="run", y="final_test_accuracy", col="model", kind="bar",
+    grid = sns.catplot(data=runs, x="run", y="final_test_accuracy", col="model", col_order=models, kind="bar",
                        errorbar="sd", sharex=False, height=3, aspect=1.5)
     grid.set_xticklabels(rotation=30, ha="right")
     grid.set(ylabel="test accuracy after the last epoch", xlabel="", ylim=(0, 1))

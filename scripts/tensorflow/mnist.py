@@ -6,9 +6,12 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no INFO/WARNING spam from the C++ side
+# tf.distribute reads dataset options while tracing a loop over a distributed dataset; harmless.
+warnings.filterwarnings("ignore", message="To make it possible to preserve tf.data options")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -82,11 +85,10 @@ def train_process(spec, run, device_kind, worker):
     chief = worker in (None, 0)
     keras.utils.set_random_seed(spec["seed"])  # the same initial weights in every worker
 
-    train_images, train_labels = load_split(spec, "train")
+    with tf.device("/cpu:0"):  # the input pipeline's copy; no NumPy copy is kept beside it
+        images, labels = map(tf.constant, load_split(spec, "train"))
     test_images, test_labels = load_split(spec, "test") if chief else (None, None)
     global_batch = spec["batch"] * spec["devices"]
-    with tf.device("/cpu:0"):
-        images, labels = tf.constant(train_images), tf.constant(train_labels)
 
     with strategy.scope():
         model = build_model(spec["model"])
@@ -99,7 +101,7 @@ def train_process(spec, run, device_kind, worker):
 
     def epoch_data(epoch):
         """The shared order as a distributed tf.data pipeline: replica r gets shard r of each global batch."""
-        batches = epoch_batches(len(train_images), global_batch, spec["seed"], epoch)
+        batches = epoch_batches(len(images), global_batch, spec["seed"], epoch)
 
         def worker_dataset(context):
             # A worker's replicas take its dataset's elements round robin: one shard each per global batch.
@@ -113,17 +115,19 @@ def train_process(spec, run, device_kind, worker):
 
         return strategy.distribute_datasets_from_function(worker_dataset), len(batches)
 
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            # Under tf.distribute Keras scales each replica's loss by 1/replicas, so the gradients
+            # the optimizer sums over replicas, and the losses, add up to the global-batch mean.
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        loss_sum.update_state(loss)
+
     @tf.function
-    def train_step(batch):
-        def step(x, y):
-            with tf.GradientTape() as tape:
-                # Under tf.distribute Keras scales each replica's loss by 1/replicas, so the gradients
-                # the optimizer sums over replicas, and the losses, add up to the global-batch mean.
-                loss = loss_fn(y, model(x, training=True))
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            loss_sum.update_state(loss)
-        strategy.run(step, args=batch)
+    def train_epoch(data):  # the whole epoch in one graph: no Python between the steps
+        for batch in data:
+            strategy.run(step, args=batch)
 
     @tf.function(input_signature=[tf.TensorSpec((), tf.float64)])
     def sum_over_workers(value):
@@ -153,8 +157,7 @@ def train_process(spec, run, device_kind, worker):
             sum_over_workers(0)  # the others wait for worker 0's evaluation, outside the timed epoch
         start = time.perf_counter()
         data, steps = epoch_data(epoch)
-        for batch in data:
-            train_step(batch)
+        train_epoch(data)
         loss = float(loss_sum.result()) / steps  # waits for the last step, and across workers for all of them
         wall_s = time.perf_counter() - start
         if chief:
@@ -165,11 +168,13 @@ def train_process(spec, run, device_kind, worker):
     peak = peak_rss_bytes()
     if worker is not None:
         peak = int(sum_over_workers(peak))  # the memory of all workers together
-        # No worker exits (taking its gRPC server along) while another may still talk to it.
-        sum_over_workers(0)
     if chief:
         gpu_bytes = tf.config.experimental.get_memory_info("GPU:0")["peak"] if device_kind == "gpu" else None
         run.finish(peak_rss=peak, peak_gpu_bytes=gpu_bytes)
+    else:
+        # Outlive worker 0, so that it never waits on a peer that is gone; the launcher closes
+        # our stdin once worker 0 has exited.
+        sys.stdin.read()
 
 
 def free_ports(n):
@@ -183,24 +188,31 @@ def free_ports(n):
 
 
 def launch_workers(n):
-    """Run this script once per device as a MultiWorkerMirroredStrategy worker; fail when any fails."""
+    """Run this script once per device as a MultiWorkerMirroredStrategy worker; fail when any fails.
+
+    Worker 0 writes the result; the run has succeeded once it has exited cleanly.
+    """
     cluster = {"worker": [f"127.0.0.1:{port}" for port in free_ports(n)]}
     workers = [
-        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]], env={
+        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *sys.argv[1:]], stdin=subprocess.PIPE, env={
             **os.environ, WORKER_ENV: str(i),
             "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
         })
         for i in range(n)
     ]
+    chief, others = workers[0], workers[1:]
     try:
-        while True:
-            codes = [w.poll() for w in workers]
-            failed = {i: code for i, code in enumerate(codes) if code not in (None, 0)}
+        while chief.poll() is None:
+            failed = {i: w.returncode for i, w in enumerate(workers) if w.poll() not in (None, 0)}
             if failed:  # the others would wait for it in their collectives: stop them
                 raise RuntimeError(f"TensorFlow worker(s) failed, index: exit code {failed}")
-            if all(code == 0 for code in codes):
-                return
             time.sleep(0.2)
+        if chief.returncode != 0:
+            raise RuntimeError(f"TensorFlow worker 0 failed with exit code {chief.returncode}")
+        for w in others:  # let them go
+            w.stdin.close()
+        for w in others:
+            w.wait(timeout=60)
     finally:
         for w in workers:
             if w.poll() is None:
