@@ -160,6 +160,8 @@ def train(run):
         raise NotApplicable("DataParallel runs on GPUs only; this run has none")
     if strategy not in ("single", "ddp", "dp"):
         raise ValueError(f"unknown PyTorch strategy {strategy!r}")
+    if strategy == "single" and spec["devices"] != 1:
+        raise ValueError("the single strategy runs on one device")
     if strategy == "ddp" and spec["devices"] > 1:
         mp.spawn(train_worker, args=(spec, run, device_kind, free_port()), nprocs=spec["devices"])
     else:

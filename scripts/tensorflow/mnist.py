@@ -226,7 +226,7 @@ def train(run):
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown TensorFlow strategy {strategy!r}")
     if strategy == "single" and spec["devices"] != 1:
-        raise NotApplicable("the single strategy runs on one device")
+        raise ValueError("the single strategy runs on one device")
     device_kind = resolve_device(spec["device"], len(tf.config.list_physical_devices("GPU")), spec["devices"])
     worker = os.environ.get(WORKER_ENV)
     if worker is not None:
