@@ -11,7 +11,9 @@ validate(config, "schemas/config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/envs.smk"
+include: "rules/data.smk"
 include: "rules/mnist.smk"
+include: "rules/imdb.smk"
 include: "rules/report.smk"
 
 

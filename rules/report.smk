@@ -37,10 +37,36 @@ rule plot_mnist:
     params:
         python=run_python,
         script=SCRIPTS / "plot_mnist.py",
+        outdir=lambda wildcards, output: Path(output.throughput).parent,
     log:
         "results/logs/report/plot-mnist.log",
     conda:
         "../envs/report.yaml"
     shell:
         "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs}"
-        " --outdir results/figures/mnist > {log} 2>&1"
+        " --outdir {params.outdir} > {log} 2>&1"
+
+
+rule plot_imdb:
+    output:
+        **{
+            name.replace("-", "_"): report(f"results/figures/imdb/{name}.png", caption=f"../report/imdb-{name}.rst", category="imdb", subcategory="figures")
+            for name in IMDB_FIGURES
+        },
+        table=report("results/tables/imdb-epoch-time-by-batch-and-workers.csv", caption="../report/imdb-epoch-time-table.rst", category="imdb", subcategory="tables", labels={"table": "mean epoch time by batch size and workers"}),
+    input:
+        runs="results/tables/imdb-runs.csv",
+        epochs="results/tables/imdb-epochs.csv",
+        python=env_input("report"),
+    params:
+        python=run_python,
+        script=SCRIPTS / "plot_imdb.py",
+        outdir=lambda wildcards, output: Path(output.epoch_time).parent,
+        convergence_batch=IMDB["convergence_batch"],
+    log:
+        "results/logs/report/plot-imdb.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
+        " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"

@@ -1,15 +1,13 @@
 """The MNIST study's figures from the runs and epochs tables."""
 import argparse
+import sys
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
-
-sns.set_theme(style="whitegrid", context="paper")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.plots import no_data, save  # noqa: E402
 
 
 def label(frame):
@@ -37,20 +35,6 @@ def with_scale_up(runs):
     merged = runs.merge(single, on=keys, how="left")
     merged["scale_up"] = merged["samples_per_s"] / merged["single_device"]
     return merged
-
-
-def no_data(path, message):
-    fig, ax = plt.subplots(figsize=(5, 2))
-    ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
-def save(grid, path, title):
-    grid.figure.suptitle(title, y=1.02)
-    grid.figure.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(grid.figure)
 
 
 def main():

@@ -4,6 +4,7 @@ import itertools
 # Column order is the order of the fields in a run id, e.g.
 # model~small_duplicate~1_batch~256_devices~2_strategy~ddp_repeat~1
 MNIST_COLUMNS = ("model", "duplicate", "batch", "devices", "strategy", "repeat")
+IMDB_COLUMNS = ("batch", "workers", "grad", "repeat")
 SINGLE_DEVICE = "single"
 
 
@@ -23,6 +24,18 @@ def mnist_runs(mnist, frameworks):
                 rows.append({"framework": framework, "model": model, "duplicate": times, "batch": batch,
                              "devices": devices, "strategy": strategy, "repeat": repeat})
     return rows
+
+
+def imdb_runs(imdb, frameworks):
+    """Rows {framework, batch, workers, grad, repeat} of the IMDB grid. Sparse embedding
+    gradients are a PyTorch dimension; the other frameworks record them as not applicable."""
+    return [
+        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "repeat": repeat}
+        for framework in frameworks
+        for batch, workers, grad, repeat in itertools.product(
+            imdb["batch_sizes"], imdb["workers"], imdb["grads"], range(1, imdb["repeats"] + 1)
+        )
+    ]
 
 
 def run_id(row, columns):
