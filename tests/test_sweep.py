@@ -1,7 +1,7 @@
 import pandas as pd
 from snakemake.utils import Paramspace
 
-from benchlib.sweep import MNIST_COLUMNS, mnist_runs, run_id
+from benchlib.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
 
 MNIST = {
     "models": ["small", "large"],
@@ -41,3 +41,12 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
     assert run_id(row, MNIST_COLUMNS) == "model~large_duplicate~4_batch~128_devices~4_strategy~mirrored_repeat~2"
     instance = space.instance({c: str(row[c]) for c in MNIST_COLUMNS})
     assert {k: v if isinstance(v, str) else int(v) for k, v in instance.items()} == {c: row[c] for c in MNIST_COLUMNS}
+
+
+def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
+    imdb = {"batch_sizes": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "repeats": 1}
+    rows = imdb_runs(imdb, ["pytorch", "mxnet"])
+    assert len(rows) == 2 * 2 * 3 * 2
+    # sparse runs exist for every framework: the others record them as not applicable
+    assert {r["framework"] for r in rows if r["grad"] == "sparse"} == {"pytorch", "mxnet"}
+    assert run_id(rows[0], IMDB_COLUMNS) == "batch~64_workers~0_grad~dense_repeat~1"

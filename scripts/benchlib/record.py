@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+RECORD_VERSION = 1
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -75,6 +76,47 @@ def summarise(epochs):
         "samples_per_s": samples / steady_s if steady_s > 0 else None,
         "final_loss": epochs[-1]["loss"],
         "final_metric": epochs[-1].get("metric"),
+    }
+
+
+KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "memory"}
+
+
+def make_record(spec, result, code, stderr_tail, started, wall_s, utilisation=None):
+    """The run record (schemas/run.schema.json) from what the training process left.
+
+    `result` is what the process wrote (None if nothing); `code` its exit code (None if
+    killed at the timeout); a run that did not end cleanly with status ok or
+    not_applicable is failed, with the end of its error output.
+    """
+    result = result or {"epochs": []}
+    status = result.get("status")
+    if code != 0 or status not in ("ok", "not_applicable"):
+        reason = "timed out" if code is None else f"exit code {code}"
+        error = f"training process failed ({reason})\n" + "\n".join(stderr_tail)
+        status = "failed"
+    else:
+        error = result.get("reason")
+    env = environment()
+    env["framework_version"] = result.get("framework_version")
+    return {
+        "record_version": RECORD_VERSION,
+        "workload": spec["workload"],
+        "framework": spec["framework"],
+        "run_id": spec["run_id"],
+        "status": status,
+        "error": error,
+        "spec": spec,
+        "environment": env,
+        "device": result.get("device"),
+        "threads": result.get("threads"),
+        "epochs": result["epochs"],
+        "summary": summarise(result["epochs"]),
+        "memory": result.get("memory", {"peak_rss_bytes": None, "peak_gpu_bytes": None}),
+        "extra": {k: v for k, v in result.items() if k not in KNOWN_RESULT_KEYS},
+        "utilisation": utilisation,
+        "started_at": started,
+        "wall_s": wall_s,
     }
 
 

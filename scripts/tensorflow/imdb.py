@@ -117,7 +117,8 @@ def train(run):
         keras=keras.__version__,
     )
     for epoch in range(1, spec["epochs"] + 1):
-        lr = float(optimizer.learning_rate)  # the schedule at this epoch's first step
+        # The schedule at this epoch's first step, without float32's noise (0.0009, not 0.00090000004).
+        lr = float(f"{float(optimizer.learning_rate):.6g}")
         start = time.perf_counter()
         loss = float(train_epoch(epoch_data(epoch))) / steps  # materialised: waits for the last step
         wall_s = time.perf_counter() - start

@@ -1,0 +1,54 @@
+"""Utilisation over time: the machine's CPU, the run's memory and, where there are GPUs, theirs."""
+import threading
+import time
+
+import psutil
+
+try:  # NVML, where the environment has it and the machine has GPUs
+    import pynvml
+
+    pynvml.nvmlInit()
+    GPUS = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+except Exception:  # no package, no driver or no GPU: CPU only
+    GPUS = []
+
+
+class UtilisationSampler(threading.Thread):
+    """Samples every `interval_s` until stopped: machine CPU %, RSS of the process tree of
+    `pid`, and per GPU its utilisation % and memory in use."""
+
+    def __init__(self, pid, interval_s):
+        super().__init__(daemon=True)
+        self.process = psutil.Process(pid)
+        self.interval_s = interval_s
+        self.samples = {"t_s": [], "cpu_percent": [], "rss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": []}
+        self._halt = threading.Event()
+
+    def _rss(self):
+        total = 0
+        for proc in [self.process, *self.process.children(recursive=True)]:
+            try:
+                total += proc.memory_info().rss
+            except psutil.Error:  # ended between listing and reading
+                pass
+        return total
+
+    def run(self):
+        start = time.monotonic()
+        psutil.cpu_percent(interval=None)  # the first reading only sets the baseline
+        while not self._halt.wait(self.interval_s):
+            try:
+                rss = self._rss()
+            except psutil.Error:  # the run has ended
+                break
+            self.samples["t_s"].append(round(time.monotonic() - start, 3))
+            self.samples["cpu_percent"].append(psutil.cpu_percent(interval=None))
+            self.samples["rss_bytes"].append(rss)
+            if GPUS:
+                self.samples["gpu_percent"].append([pynvml.nvmlDeviceGetUtilizationRates(g).gpu for g in GPUS])
+                self.samples["gpu_memory_bytes"].append([pynvml.nvmlDeviceGetMemoryInfo(g).used for g in GPUS])
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=5)
+        return {"interval_s": self.interval_s, "cpu_count": psutil.cpu_count(), **self.samples}
