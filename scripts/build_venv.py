@@ -7,6 +7,7 @@ presence means the venv is complete.
 """
 import argparse
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def base_interpreter(version):
 
 
 def build(env_file, venv):
-    python_version, requirements = read_env_file(env_file)
+    python_version, requirements, variables = read_env_file(env_file)
     wrapper = venv / "python"
     venv.mkdir(parents=True, exist_ok=True)
     # Another checkout or a test may build the same venv at the same time.
@@ -43,7 +44,8 @@ def build(env_file, venv):
         (venv / "requirements.txt").write_text("\n".join(requirements) + "\n")
         shutil.copyfile(env_file, venv / "env.yaml")
         pip = [str(venv / "bin" / "python"), "-m", "pip"]
-        subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True)
+        subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True,
+                       env={**os.environ, **variables})
         freeze = subprocess.run(pip + ["freeze"], check=True, capture_output=True, text=True).stdout
         (venv / "pip-freeze.txt").write_text(freeze)
         tmp = venv / "python.tmp"

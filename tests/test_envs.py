@@ -15,7 +15,7 @@ def write(tmp_path, text):
 def test_every_env_file_pins_python_and_every_package():
     assert {p.stem for p in ENV_FILES} >= {"pytorch", "tensorflow", "mxnet", "data", "report"}
     for path in ENV_FILES:
-        python, pip = read_env_file(path)
+        python, pip, variables = read_env_file(path)
         assert python == "3.11", path
 
 
@@ -41,6 +41,7 @@ def test_hash_follows_the_content(tmp_path):
         ("dependencies:\n  - python=3.11\n  - pip:\n      - numpy\n", "pinned with '=='"),
         ("dependencies:\n  - python=3.11\n", "'pip:' list"),
         ("name: x\n", "no 'dependencies' list"),
+        ("variables: [CC]\ndependencies:\n  - python=3.11\n  - pip:\n      - numpy==2.4.6\n", "'variables' must be"),
         ("dependencies: [python=3.11\n", "not valid YAML"),
     ],
 )
@@ -49,3 +50,9 @@ def test_bad_env_files_are_named_with_the_reason(tmp_path, text, message):
     with pytest.raises(ValueError, match=message) as err:
         read_env_file(path)
     assert str(path) in str(err.value)
+
+
+def test_variables_come_back_as_strings(tmp_path):
+    path = write(tmp_path, "variables:\n  CC: cc -mavx2\n  N: 2\ndependencies:\n  - python=3.11\n"
+                           "  - pip:\n      - numpy==2.4.6\n")
+    assert read_env_file(path)[2] == {"CC": "cc -mavx2", "N": "2"}

@@ -14,7 +14,11 @@ def env_hash(env_file):
 
 
 def read_env_file(env_file):
-    """Return (python version pin, pip requirement lines) of a conda env file."""
+    """Return (python version pin, pip requirement lines, variables) of a conda env file.
+
+    `variables` (conda's activation variables) are also set while the venv's packages are
+    installed, so that a package built from source sees them (pillow-simd's compiler flags).
+    """
     path = Path(env_file)
     try:
         spec = yaml.safe_load(path.read_text())
@@ -38,4 +42,7 @@ def read_env_file(env_file):
     unpinned = [line for line in pip if "==" not in line]
     if unpinned:
         raise ValueError(f"{path}: pip packages must be pinned with '==': {unpinned}")
-    return python, pip
+    variables = spec.get("variables") or {}
+    if not isinstance(variables, dict):
+        raise ValueError(f"{path}: 'variables' must be a mapping of names to values")
+    return python, pip, {str(k): str(v) for k, v in variables.items()}
