@@ -38,7 +38,8 @@ def train_in_child(spec, workdir):
     utilisation samples)."""
     spec_path, result_path = Path(workdir) / "spec.json", Path(workdir) / "result.json"
     spec_path.write_text(json.dumps(spec))
-    script = SCRIPTS / spec["framework"] / f"{spec['workload']}.py"
+    # A workload's script, unless the spec names another (a workload's loader benchmark shares it).
+    script = SCRIPTS / spec.get("script", f"{spec['framework']}/{spec['workload']}.py")
     cmd = [sys.executable, str(script), "--spec", str(spec_path), "--result", str(result_path)]
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
     # A session of its own, so that a timeout kills the workers the script started too.

@@ -67,11 +67,11 @@ class Run:
 
     def epoch(self, epoch, wall_s, samples, loss, metric=None, eval_s=None, **extra):
         self.result["epochs"].append(
-            {"epoch": epoch, "wall_s": wall_s, "samples": samples, "loss": float(loss),
+            {"epoch": epoch, "wall_s": wall_s, "samples": samples, "loss": None if loss is None else float(loss),
              "metric": metric or {}, "eval_s": eval_s, **extra}
         )
         self._flush()
-        print(f"epoch {epoch}: {wall_s:.2f} s, {samples} samples, loss {loss:.4f}, {metric}", flush=True)
+        print(f"epoch {epoch}: {wall_s:.2f} s, {samples} samples, loss {loss}, {metric}", flush=True)
 
     def finish(self, peak_rss=None, peak_gpu_bytes=None, **extra):
         self.result.update(
