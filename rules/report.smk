@@ -7,21 +7,24 @@ rule aggregate:
         epochs=report("results/tables/{workload}-epochs.csv", caption="../report/epochs.rst", category="{workload}", subcategory="tables", labels={"table": "epochs"}),
         environment=report("results/tables/{workload}-environment.csv", caption="../report/environment.rst", category="{workload}", subcategory="tables", labels={"table": "environment"}),
         unsuccessful=report("results/tables/{workload}-unsuccessful-runs.csv", caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
+        utilisation=report("results/tables/{workload}-utilisation.csv", caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
-        records=lambda wildcards: WORKLOAD_RECORDS[wildcards.workload](),
+        records=lambda wildcards: RECORD_SETS[wildcards.workload][0](),
         python=env_input("report"),
     params:
         python=run_python,
         script=SCRIPTS / "aggregate.py",
-        sweep_keys=lambda wildcards: " ".join(WORKLOAD_SWEEP_KEYS[wildcards.workload]),
+        sweep_keys=lambda wildcards: " ".join(RECORD_SETS[wildcards.workload][1]),
     log:
         "results/logs/report/aggregate-{workload}.log",
+    wildcard_constraints:
+        workload="|".join(RECORD_SETS),
     conda:
         "../envs/report.yaml"
     shell:
         "{params.python} {params.script} {input.records} --sweep-keys {params.sweep_keys}"
         " --runs {output.runs} --epochs {output.epochs} --environment {output.environment}"
-        " --unsuccessful {output.unsuccessful} > {log} 2>&1"
+        " --unsuccessful {output.unsuccessful} --utilisation {output.utilisation} > {log} 2>&1"
 
 
 rule plot_mnist:
@@ -70,3 +73,37 @@ rule plot_imdb:
     shell:
         "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
         " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
+
+
+rule plot_chestxray:
+    output:
+        **{
+            name.replace("-", "_"): report(f"results/figures/chestxray/{name}.png", caption=f"../report/chestxray-{name}.rst", category="chestxray", subcategory="figures")
+            for name in CHESTXRAY_FIGURES
+        },
+        minutes_table=report("results/tables/chestxray-train-minutes.csv", caption="../report/chestxray-train-minutes-table.rst", category="chestxray", subcategory="tables", labels={"table": "train + validation minutes"}),
+        auc_table=report("results/tables/chestxray-test-auc.csv", caption="../report/chestxray-test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per finding"}),
+        verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="../report/chestxray-loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
+    input:
+        runs="results/tables/chestxray-runs.csv",
+        epochs="results/tables/chestxray-epochs.csv",
+        utilisation="results/tables/chestxray-utilisation.csv",
+        loader_runs="results/tables/chestxray-loader-runs.csv",
+        preprocess_runs="results/tables/chestxray-preprocess-runs.csv",
+        decode_runs="results/tables/chestxray-decode-runs.csv",
+        python=env_input("report"),
+    params:
+        python=run_python,
+        script=SCRIPTS / "plot_chestxray.py",
+        outdir=lambda wildcards, output: Path(output.auc).parent,
+        image_source=IMAGE_SOURCE,
+    log:
+        "results/logs/report/plot-chestxray.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs}"
+        " --utilisation {input.utilisation} --loader-runs {input.loader_runs}"
+        " --preprocess-runs {input.preprocess_runs} --decode-runs {input.decode_runs}"
+        " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
+        " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"

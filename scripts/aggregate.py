@@ -4,7 +4,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful  # noqa: E402
+from benchlib.tables import (RecordError, environment_rows, load_records, tables, unsuccessful,  # noqa: E402
+                             utilisation_rows)
 
 
 def main():
@@ -15,6 +16,7 @@ def main():
     parser.add_argument("--epochs", required=True, help="one row per run and epoch")
     parser.add_argument("--environment", required=True)
     parser.add_argument("--unsuccessful", required=True, help="failed and not applicable runs, with why")
+    parser.add_argument("--utilisation", required=True, help="one row per utilisation sample of each run")
     args = parser.parse_args()
     try:
         records = load_records(args.records)
@@ -25,6 +27,7 @@ def main():
     epochs.to_csv(args.epochs, index=False)
     environment_rows(records).to_csv(args.environment, index=False)
     unsuccessful(runs).to_csv(args.unsuccessful, index=False)
+    utilisation_rows(records, args.sweep_keys).to_csv(args.utilisation, index=False)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(records)} records: {counts}")
 

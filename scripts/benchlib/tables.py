@@ -33,6 +33,16 @@ def _short_error(error):
     return "\n".join(error.strip().splitlines()[-ERROR_LINES:]) if error else None
 
 
+def _flatten(value, prefix):
+    """Nested dicts of results -> {prefix_key_subkey: value} (e.g. test_auc_macro)."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    flat = {}
+    for key, item in value.items():
+        flat.update(_flatten(item, f"{prefix}_{key}"))
+    return flat
+
+
 def _sweep_point(spec, sweep_keys):
     return {key: spec.get(key) for key in sweep_keys}
 
@@ -57,6 +67,7 @@ def run_row(record, sweep_keys):
         "samples_per_s": summary["samples_per_s"],
         "final_loss": summary["final_loss"],
         **{f"final_{name}": value for name, value in final_metric.items()},
+        **{k: v for key, value in record.get("extra", {}).items() for k, v in _flatten(value, key).items()},
         "peak_rss_bytes": record["memory"]["peak_rss_bytes"],
         "peak_gpu_bytes": record["memory"]["peak_gpu_bytes"],
         "train_images_limit": spec.get("train_images"),
@@ -112,6 +123,27 @@ def environment_rows(records):
     columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu_count", "gpus", "os",
                "hostname", "git_commit"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
+
+
+def utilisation_rows(records, sweep_keys):
+    """One row per utilisation sample of each run (GPU columns per GPU, where there are GPUs)."""
+    frames = []
+    for record in records:
+        samples = record.get("utilisation")
+        if not samples or not samples["t_s"]:
+            continue
+        frame = pd.DataFrame({key: samples[key] for key in ("t_s", "cpu_percent", "rss_bytes")})
+        for name in ("gpu_percent", "gpu_memory_bytes"):
+            for gpu, series in enumerate(zip(*samples[name])):
+                frame[f"{name}_{gpu}"] = series
+        for key, value in reversed(list(_sweep_point(record["spec"], sweep_keys).items())):
+            frame.insert(0, key, value)
+        frame.insert(0, "run_id", record["run_id"])
+        frame.insert(0, "framework", record["framework"])
+        frames.append(frame)
+    if not frames:
+        return pd.DataFrame(columns=["framework", "run_id", *sweep_keys, "t_s", "cpu_percent", "rss_bytes"])
+    return pd.concat(frames, ignore_index=True)
 
 
 def tables(records, sweep_keys):

@@ -1,0 +1,119 @@
+"""Resize every ChestX-ray14 image of a manifest once, to SIZE x SIZE (264 by default), and save
+it as JPEG (quality 90) or PNG, with Pillow (or pillow-simd, whichever the environment has) or
+OpenCV, in N processes; write the manifest of the resized images and a run record of how long
+it took (workload chestxray-preprocess).
+
+Both backends shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
+(benchlib.chestxray.resize_file).
+"""
+import argparse
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from multiprocessing import Pool
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,  # noqa: E402
+                                read_manifest, resize_file, write_manifest)
+from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
+
+
+def single_threaded_backend(backend):
+    """One thread per process: the processes are the parallelism (OpenCV would start its own)."""
+    if backend == "opencv":
+        import cv2
+        cv2.setNumThreads(1)
+
+
+def _resize(item):
+    src, dst, size, fmt, backend = item
+    resize_file(src, dst, size, fmt, backend)
+    return os.getpid(), peak_rss_bytes()
+
+
+def summed_peak_rss(reports):
+    """This process's peak RSS plus each worker's (the sum of the peaks: an upper bound of the
+    memory the run held at one time)."""
+    per_process = {os.getpid(): peak_rss_bytes()}
+    for pid, rss in reports:
+        per_process[pid] = max(rss, per_process.get(pid, 0))
+    return sum(per_process.values())
+
+
+def run_items(function, items, processes, backend):
+    """function over items in this process (processes == 1) or a Pool; results in order."""
+    if processes == 1:
+        single_threaded_backend(backend)
+        return [function(item) for item in items]
+    with Pool(processes, initializer=single_threaded_backend, initargs=(backend,)) as pool:
+        return pool.map(function, items, chunksize=max(1, min(16, len(items) // (4 * processes))))
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--manifest", type=Path, required=True, help="images.csv from prepare_chestxray.py images")
+    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--format", choices=tuple(FORMATS), required=True)
+    parser.add_argument("--size", type=positive_int, default=RESIZED_SIZE)
+    parser.add_argument("--threads", type=positive_int, default=1, help="processes")
+    parser.add_argument("--out-dir", type=Path, required=True, help="the resized images")
+    parser.add_argument("--out-manifest", type=Path, required=True, help="manifest to write: image, path")
+    parser.add_argument("--record", type=Path, required=True, help="run record (JSON) to write")
+    parser.add_argument("--backend-name", required=True,
+                        help="the record's framework: pillow-simd, pillow or opencv (the library behind the backend)")
+    parser.add_argument("--seed", type=int, default=0, help="recorded only (resizing draws nothing)")
+    args = parser.parse_args()
+
+    try:
+        rows = read_manifest(args.manifest)
+    except DataError as err:
+        raise SystemExit(f"error: {err}")
+    out_dir = args.out_dir.resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ext = FORMATS[args.format]
+    outputs = [out_dir / (Path(row["image"]).stem + ext) for row in rows]
+    items = [(row["path"], dst, args.size, args.format, args.backend) for row, dst in zip(rows, outputs)]
+
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    try:
+        reports = run_items(_resize, items, args.threads, args.backend)
+    except DataError as err:
+        raise SystemExit(f"error: {err}")
+    wall_s = time.perf_counter() - t0
+
+    write_manifest(args.out_manifest, [{"image": row["image"], "path": str(dst)} for row, dst in zip(rows, outputs)],
+                   ("image", "path"))
+    spec = {"workload": "chestxray-preprocess", "framework": args.backend_name,
+            "run_id": f"backend~{args.backend_name}_format~{args.format}", "backend": args.backend,
+            "format": args.format, "size": args.size, "threads": args.threads, "images": len(rows), "epochs": 1,
+            "seed": args.seed, "device": "cpu", "timeout_s": 0}
+    result = {
+        "status": "ok",
+        "framework_version": backend_version(args.backend),
+        "device": {"kind": "cpu", "count": 1, "names": []},
+        "threads": {"processes": args.threads},
+        # The record schema wants a number for every epoch's loss; there is no loss here, 0.0 is unused.
+        "epochs": [{"epoch": 1, "wall_s": wall_s, "samples": len(rows), "loss": 0.0,
+                    "metric": {"images_per_s": len(rows) / wall_s}, "eval_s": None}],
+        "memory": {"peak_rss_bytes": summed_peak_rss(reports), "peak_gpu_bytes": None},
+        "resample": "BOX" if args.backend == "pillow" else "INTER_AREA",
+        "output_bytes": sum(path.stat().st_size for path in outputs),
+    }
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.record, make_record(spec, result, 0, [], started, wall_s))
+    print(f"{args.backend_name} {args.format}: {len(rows)} images in {wall_s:.2f} s "
+          f"({len(rows) / wall_s:.1f} images/s, {args.threads} processes)")
+
+
+if __name__ == "__main__":
+    main()
