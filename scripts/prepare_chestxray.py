@@ -14,7 +14,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.chestxray import (DEFAULT_FRACTIONS, FINDINGS, SPLITS, DataError, check_image,  # noqa: E402
+from benchlib.chestxray import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,  # noqa: E402
                                 choose_subset, patient_split, read_labels_csv, read_nih_labels,
                                 read_wheel_labels, save_png, synthetic_image, write_labels_csv,
                                 write_manifest)
@@ -103,7 +103,8 @@ def main():
     source.add_argument("--wheel", type=Path, help="the torchxrayvision==1.5.7 wheel (its NIH label file)")
     source.add_argument("--nih-dir", type=Path, help="an NIH ChestX-ray14 folder with Data_Entry_2017[_v2020].csv[.gz]")
     lab.add_argument("--seed", type=int, default=42, help="the patient split and the subset")
-    lab.add_argument("--fractions", type=float, nargs=3, default=DEFAULT_FRACTIONS, metavar=("TRAIN", "VALID", "TEST"),
+    lab.add_argument("--split", "--fractions", dest="fractions", type=float, nargs=3, default=DEFAULT_FRACTIONS,
+                     metavar=("TRAIN", "VALID", "TEST"),
                      help="fractions of the images per split (whole patients; default 0.7 0.1 0.2)")
     for name in SPLITS:
         lab.add_argument(f"--{name}", type=count, default=None, help=f"{name} images to keep (default: all)")

@@ -16,15 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,  # noqa: E402
-                                read_manifest, resize_file, write_manifest)
+                                prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
 from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
-
-
-def single_threaded_backend(backend):
-    """One thread per process: the processes are the parallelism (OpenCV would start its own)."""
-    if backend == "opencv":
-        import cv2
-        cv2.setNumThreads(1)
 
 
 def _resize(item):
@@ -33,21 +26,11 @@ def _resize(item):
     return os.getpid(), peak_rss_bytes()
 
 
-def summed_peak_rss(reports):
-    """This process's peak RSS plus each worker's (the sum of the peaks: an upper bound of the
-    memory the run held at one time)."""
-    per_process = {os.getpid(): peak_rss_bytes()}
-    for pid, rss in reports:
-        per_process[pid] = max(rss, per_process.get(pid, 0))
-    return sum(per_process.values())
-
-
 def run_items(function, items, processes, backend):
     """function over items in this process (processes == 1) or a Pool; results in order."""
     if processes == 1:
-        single_threaded_backend(backend)
         return [function(item) for item in items]
-    with Pool(processes, initializer=single_threaded_backend, initargs=(backend,)) as pool:
+    with Pool(processes, initializer=prepare_backend, initargs=(backend,)) as pool:
         return pool.map(function, items, chunksize=max(1, min(16, len(items) // (4 * processes))))
 
 
@@ -83,6 +66,7 @@ def main():
     outputs = [out_dir / (Path(row["image"]).stem + ext) for row in rows]
     items = [(row["path"], dst, args.size, args.format, args.backend) for row, dst in zip(rows, outputs)]
 
+    prepare_backend(args.backend)  # imported before the clock (and before the workers fork)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     try:
@@ -102,8 +86,7 @@ def main():
         "framework_version": backend_version(args.backend),
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": args.threads},
-        # The record schema wants a number for every epoch's loss; there is no loss here, 0.0 is unused.
-        "epochs": [{"epoch": 1, "wall_s": wall_s, "samples": len(rows), "loss": 0.0,
+        "epochs": [{"epoch": 1, "wall_s": wall_s, "samples": len(rows), "loss": None,  # nothing is trained
                     "metric": {"images_per_s": len(rows) / wall_s}, "eval_s": None}],
         "memory": {"peak_rss_bytes": summed_peak_rss(reports), "peak_gpu_bytes": None},
         "resample": "BOX" if args.backend == "pillow" else "INTER_AREA",

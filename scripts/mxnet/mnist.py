@@ -1,5 +1,4 @@
 """MNIST CNNs in MXNet Gluon: one device, or data parallel over N contexts through a KVStore."""
-import os
 import sys
 import time
 from pathlib import Path
@@ -7,11 +6,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import gpus, peak_rss_bytes  # noqa: E402
-from benchlib.run import epoch_batches, main, resolve_device, threads_per_process  # noqa: E402
+from benchlib.record import peak_rss_bytes  # noqa: E402
+from benchlib.run import main  # noqa: E402
+from parallel import (SharedOrderBatches, check_strategy, device_description, import_mxnet,  # noqa: E402
+                      make_trainer, peak_gpu_bytes, resolve_contexts, train_epoch)
 
-# mxnet is imported inside the functions: its thread pools read OMP_NUM_THREADS and
-# MXNET_CPU_WORKER_NTHREADS once, at import, and the thread count comes from the spec.
+# mxnet is imported inside the functions (parallel.import_mxnet): its thread pools read
+# OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, at import, and the thread count comes
+# from the spec.
 
 
 def build_model(name):
@@ -37,22 +39,6 @@ def build_model(name):
     return net
 
 
-class SharedOrderBatches:
-    """Gluon batch sampler: the global batches of the shared epoch order, as index lists."""
-
-    def __init__(self, n_samples, global_batch, seed):
-        self.n_samples, self.global_batch, self.seed, self.epoch = n_samples, global_batch, seed, 0
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __iter__(self):
-        yield from epoch_batches(self.n_samples, self.global_batch, self.seed, self.epoch).tolist()
-
-    def __len__(self):
-        return self.n_samples // self.global_batch
-
-
 def load_split(spec, split):
     from mxnet import gluon
 
@@ -75,31 +61,19 @@ def accuracy(net, dataset, ctx, batch_size=1000):
 
 def train(run):
     spec = run.spec
-    strategy, n = spec["strategy"], spec["devices"]
-    if strategy not in ("single", "kvstore"):
-        raise ValueError(f"unknown MXNet strategy {strategy!r}")
-    if strategy == "single" and n != 1:
-        raise ValueError(f"strategy single runs on one device, not {n}")
-    # The engine runs each context's operators on a worker pool of its own, so N CPU contexts
-    # share the run's threads, as PyTorch's DDP processes do.
-    threads = {"OMP_NUM_THREADS": threads_per_process(spec["threads"], n), "MXNET_CPU_WORKER_NTHREADS": 1}
-    os.environ.update({k: str(v) for k, v in threads.items()})
-    import mxnet as mx
-    from mxnet import autograd, gluon
+    n = spec["devices"]
+    check_strategy(spec["strategy"], n)
+    mx, threads = import_mxnet(spec["threads"], n)
+    from mxnet import gluon
 
-    device_kind = resolve_device(spec["device"], mx.context.num_gpus(), n)
-    contexts = [mx.gpu(i) if device_kind == "gpu" else mx.cpu(i) for i in range(n)]
+    device_kind, contexts = resolve_contexts(mx, spec["device"], n)
     mx.random.seed(spec["seed"])
     net = build_model(spec["model"])
     # Glorot uniform (Keras's default) rather than Gluon's Uniform(0.07), which is far too
     # wide for the 4608-input layers of the large model.
     net.initialize(mx.init.Xavier(), ctx=contexts)
     net.hybridize(static_alloc=True, static_shape=True)
-    opt = spec["optimizer"]
-    trainer = gluon.Trainer(net.collect_params(), "adam",
-                            {"learning_rate": opt["lr"], "beta1": opt["beta1"], "beta2": opt["beta2"],
-                             "epsilon": opt["eps"]},
-                            kvstore="device" if device_kind == "gpu" else "local")
+    trainer = make_trainer(mx, net.collect_params(), spec["optimizer"], device_kind)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
 
     train_set, test_set = load_split(spec, "train"), load_split(spec, "test")
@@ -108,35 +82,17 @@ def train(run):
     loader = gluon.data.DataLoader(train_set, batch_sampler=sampler, pin_memory=device_kind == "gpu")
     run.describe(
         framework_version=mx.__version__,
-        device={"kind": device_kind, "count": n,
-                "names": [g["name"] for g in gpus()[:n]] if device_kind == "gpu" else []},
+        device=device_description(device_kind, n),
         threads={**threads, "contexts": n},
     )
     for epoch in range(1, spec["epochs"] + 1):
         sampler.set_epoch(epoch)
-        start = time.perf_counter()
-        loss_sums = [mx.nd.zeros((1,), ctx=ctx) for ctx in contexts]  # read once, at the end
-        for images, labels in loader:
-            images = gluon.utils.split_and_load(images, contexts)
-            labels = gluon.utils.split_and_load(labels, contexts)
-            with autograd.record():
-                losses = [loss_fn(net(x), y) for x, y in zip(images, labels)]
-            autograd.backward(losses)
-            trainer.step(global_batch)  # the gradients are sums over the global batch
-            for loss_sum, loss in zip(loss_sums, losses):
-                loss_sum += loss.sum()
-        mx.nd.waitall()  # the engine is asynchronous: the epoch ends when its work is done
-        wall_s = time.perf_counter() - start
-        loss = sum(s.asscalar() for s in loss_sums) / (len(sampler) * global_batch)
+        wall_s, loss, samples = train_epoch(mx, loader, net, loss_fn, trainer, contexts, global_batch)
         eval_start = time.perf_counter()
         test_accuracy = accuracy(net, test_set, contexts[0])
-        run.epoch(epoch, wall_s, len(sampler) * global_batch, loss,
+        run.epoch(epoch, wall_s, samples, loss,
                   metric={"test_accuracy": test_accuracy}, eval_s=time.perf_counter() - eval_start)
-    gpu_bytes = None
-    if device_kind == "gpu":
-        free, total = mx.context.gpu_memory_info(0)  # MXNet's pool keeps what it took: used is the peak
-        gpu_bytes = total - free
-    run.finish(peak_rss=peak_rss_bytes(), peak_gpu_bytes=gpu_bytes)
+    run.finish(peak_rss=peak_rss_bytes(), peak_gpu_bytes=peak_gpu_bytes(mx, device_kind))
 
 
 def count_parameters(model_name):

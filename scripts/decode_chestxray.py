@@ -1,0 +1,161 @@
+"""The ChestX-ray14 loader benchmark without a framework (workload chestxray-decode).
+
+Per epoch, every preprocessed image of the manifest, in an order drawn from the seed and the
+epoch, is decoded (Pillow/pillow-simd or OpenCV), randomly cropped to 224, flipped with p=0.5
+and normalised into float32 3 x 224 x 224 (benchlib.chestxray.train_transform; each sample's
+random state comes from the seed, the epoch and its index), batch by batch, in this process
+(--workers 0) or in W worker processes, as a framework's data loader does: the workers write
+their batches into shared memory (as PyTorch's DataLoader puts its tensors in shared memory),
+at most 2 batches per worker in flight (its prefetch factor), and this process takes the
+batches in order. Writes a run record with images/s per epoch.
+"""
+import argparse
+import mmap
+import multiprocessing
+import os
+import sys
+import time
+from collections import deque
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,  # noqa: E402
+                                prepare_backend, read_image, read_manifest, sample_rng, summed_peak_rss,
+                                train_transform)
+from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
+
+PREFETCH = 2  # batches in flight per worker
+_SLOTS = None  # float32 [slots, batch, 3, 224, 224]: the batch buffers, shared with the forked workers
+
+
+def batch_slots(slots, batch_size):
+    """Batch buffers in anonymous shared memory (MAP_SHARED): a worker forked after this writes
+    into the same pages that this process reads."""
+    shape = (slots, batch_size, 3, CROP_SIZE, CROP_SIZE)
+    buffer = mmap.mmap(-1, int(np.prod(shape)) * 4)
+    return np.frombuffer(buffer, dtype=np.float32).reshape(shape)
+
+
+def load_batch(item):
+    """Decode and transform one batch into its slot: (pid, peak RSS, slot, images)."""
+    slot, paths, indices, seed, epoch, backend = item
+    for row, (path, index) in enumerate(zip(paths, indices)):
+        _SLOTS[slot, row] = train_transform(read_image(path, backend), sample_rng(seed, epoch, index))
+    return os.getpid(), peak_rss_bytes(), slot, len(paths)
+
+
+def epoch_batches(paths, batch_size, seed, epoch, backend):
+    """The batches of one epoch: every image once, in an order from the seed and the epoch."""
+    order = np.random.default_rng([seed, epoch]).permutation(len(paths))
+    return [([paths[i] for i in chunk], chunk.tolist(), seed, epoch, backend)
+            for chunk in np.array_split(order, range(batch_size, len(order), batch_size))]
+
+
+def in_process(batches):
+    """--workers 0: each batch decoded here, into slot 0."""
+    for batch in batches:
+        yield load_batch((0, *batch))
+
+
+def from_workers(pool, batches, slots):
+    """The batches from the workers, in order, at most `slots` in flight."""
+    batches, free, pending = iter(batches), list(range(slots)), deque()
+
+    def submit():
+        batch = next(batches, None)
+        if batch is not None:
+            pending.append(pool.apply_async(load_batch, ((free.pop(), *batch),)))
+
+    for _ in range(slots):
+        submit()
+    while pending:
+        pid, rss, slot, n = pending.popleft().get()
+        yield pid, rss, slot, n   # a training step would use _SLOTS[slot, :n] here
+        free.append(slot)
+        submit()
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def main():
+    global _SLOTS
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--manifest", type=Path, required=True, help="the preprocessed images' manifest (image, path)")
+    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--format", choices=tuple(FORMAT_SUFFIXES), required=True,
+                        help="the format the manifest's images are in")
+    parser.add_argument("--workers", type=int, default=0, help="0: decode in this process; W: W worker processes")
+    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--epochs", type=positive_int, default=2)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--record", type=Path, required=True, help="run record (JSON) to write")
+    parser.add_argument("--backend-name", required=True,
+                        help="the record's framework: pillow-simd, pillow or opencv (the library behind the backend)")
+    args = parser.parse_args()
+    if args.workers < 0:
+        parser.error(f"--workers must be >= 0, got {args.workers}")
+
+    try:
+        rows = read_manifest(args.manifest)
+    except DataError as err:
+        raise SystemExit(f"error: {err}")
+    paths = [row["path"] for row in rows]
+    wrong = [p for p in paths if Path(p).suffix.lower() not in FORMAT_SUFFIXES[args.format]]
+    if wrong:
+        raise SystemExit(f"error: {args.manifest}: {len(wrong)} images are not {args.format}, e.g. {wrong[0]}")
+
+    # The library is imported and the workers started before the clock; the workers live
+    # through every epoch (persistent workers): an epoch times decoding, transforming and
+    # handing the batches over, not the start of processes.
+    prepare_backend(args.backend)
+    slots = PREFETCH * args.workers if args.workers else 1
+    _SLOTS = batch_slots(slots, args.batch_size)
+    # fork: the workers inherit the shared batch buffers (and the imported library).
+    pool = multiprocessing.get_context("fork").Pool(args.workers) if args.workers else None
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t_run = time.perf_counter()
+    epochs, reports = [], []
+    try:
+        for epoch in range(1, args.epochs + 1):
+            batches = epoch_batches(paths, args.batch_size, args.seed, epoch, args.backend)
+            t0 = time.perf_counter()
+            samples = 0
+            for pid, rss, _, n in (from_workers(pool, batches, slots) if pool else in_process(batches)):
+                samples += n
+                reports.append((pid, rss))
+            wall_s = time.perf_counter() - t0
+            epochs.append({"epoch": epoch, "wall_s": wall_s, "samples": samples, "loss": None,  # nothing is trained
+                           "metric": {"images_per_s": samples / wall_s}, "eval_s": None})
+            print(f"epoch {epoch}: {samples} images in {wall_s:.2f} s ({samples / wall_s:.1f} images/s)")
+    except DataError as err:
+        raise SystemExit(f"error: {err}")
+    finally:
+        if pool:
+            pool.terminate()
+    spec = {"workload": "chestxray-decode", "framework": args.backend_name,
+            "run_id": f"backend~{args.backend_name}_format~{args.format}_workers~{args.workers}",
+            "backend": args.backend, "format": args.format, "workers": args.workers, "batch_size": args.batch_size,
+            "prefetch": PREFETCH, "images": len(paths), "epochs": args.epochs, "seed": args.seed, "device": "cpu",
+            "threads": max(1, args.workers), "timeout_s": 0}
+    result = {
+        "status": "ok",
+        "framework_version": backend_version(args.backend),
+        "device": {"kind": "cpu", "count": 1, "names": []},
+        "threads": {"processes": max(1, args.workers), "workers": args.workers},
+        "epochs": epochs,
+        "memory": {"peak_rss_bytes": summed_peak_rss(reports), "peak_gpu_bytes": None},
+    }
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    write_json(args.record, make_record(spec, result, 0, [], started, time.perf_counter() - t_run))
+
+
+if __name__ == "__main__":
+    main()
