@@ -44,6 +44,9 @@ LABEL_COLUMNS = ("image", "patient", "split")
 ORIGINAL_SIZE = 1024       # NIH images are 1024x1024 8-bit grayscale PNGs
 RESIZED_SIZE = 264         # resized once, before training (the DenseNet-121 study)
 CROP_SIZE = 224            # random crop (training) or centre crop (evaluation)
+# Synthetic mode keeps at most this many random images in memory and reuses them by index
+# (index % pool): a float32 3x224x224 image is 602 KB, the full training split would be 47 GB.
+SYNTHETIC_POOL = 256
 JPEG_QUALITY = 90
 PNG_COMPRESSION = 6        # zlib level of resized PNGs, the same for Pillow and OpenCV (Pillow's default)
 SYNTHETIC_PNG_COMPRESSION = 1  # the synthetic 1024x1024 PNGs: 3x faster to write than 6, 15% larger

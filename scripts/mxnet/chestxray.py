@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, read_labels_csv,  # noqa: E402
-                                read_manifest, sample_rng)
+from benchlib.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SYNTHETIC_POOL,  # noqa: E402
+                                read_labels_csv, read_manifest, sample_rng)
 from benchlib.errors import DataError  # noqa: E402
 from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
 from benchlib.run import epoch_batches, main  # noqa: E402
@@ -142,9 +142,9 @@ def image_dataset(paths, labels, seed, crop=CROP_SIZE):
 
 def synthetic_batches(mx, images, labels, global_batch, seed, epoch):
     """The in-memory tensors in the shared epoch order: (images, labels) global batches."""
-    for batch in epoch_batches(images.shape[0], global_batch, seed, epoch):
-        index = mx.nd.array(batch, dtype="int32")
-        yield mx.nd.take(images, index), mx.nd.take(labels, index)
+    for batch in epoch_batches(labels.shape[0], global_batch, seed, epoch):
+        yield (mx.nd.take(images, mx.nd.array(batch % images.shape[0], dtype="int32")),
+               mx.nd.take(labels, mx.nd.array(batch, dtype="int32")))
 
 
 def close_loaders(*loaders):
@@ -214,7 +214,8 @@ def train(run):
         synthetic = None
         if mode == "synthetic":
             rng = np.random.default_rng([spec["seed"], 1])
-            synthetic = (mx.nd.array(rng.standard_normal((n_train, 3, crop, crop), dtype=np.float32)),
+            pool = min(n_train, SYNTHETIC_POOL)
+            synthetic = (mx.nd.array(rng.standard_normal((pool, 3, crop, crop), dtype=np.float32)),
                          mx.nd.array(rng.integers(0, 2, (n_train, len(FINDINGS))).astype(np.float32)))
             mx.nd.waitall()
 
