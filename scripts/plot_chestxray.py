@@ -121,7 +121,7 @@ def main():
         for ax in grid.axes.flat:
             for row in fed.groupby("framework")["samples_per_s"].mean().items():
                 ax.axvline(row[1], color="grey", linestyle=":")
-        grid.set(xlabel="images/s: decode + random crop 224 + flip + normalise", ylabel="")
+        grid.set(xlabel="images/s", ylabel="")
         save(grid, args.outdir / "loaders.png",
              f"Loaders {source}; dotted: real-data training images/s of each framework on one device")
 

@@ -30,8 +30,8 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, DataError, eval_transform, read_image,  # noqa: E402
-                                read_labels_csv, read_manifest, sample_rng, train_transform)
+from benchlib.chestxray import (CROP_SIZE, FINDINGS, SYNTHETIC_POOL, DataError, eval_transform,  # noqa: E402
+                                read_image, read_labels_csv, read_manifest, sample_rng, train_transform)
 from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
 from benchlib.record import peak_rss_bytes  # noqa: E402
 from benchlib.run import main, resolve_device  # noqa: E402
@@ -219,24 +219,28 @@ def current_rss_bytes():
 
 
 def note_worker_start(worker_id):
-    """worker_init_fn: a forked worker starts out resident in the pages it shares with the
-    process that forked it; those are that process's memory, not the worker's."""
+    """worker_init_fn: a forked worker starts out resident in pages it shares with the process
+    that forked it; those are that process's memory, not the worker's."""
     global _worker_start_rss
     _worker_start_rss = current_rss_bytes()
 
 
 def collate_with_rss(samples):
-    """A batch, and (pid, the memory the process that made it added): for a loader worker its
-    peak RSS less its RSS when it started."""
+    """A batch, and (pid, the memory the process that made it has added since it started,
+    with the batch in hand): what a loader worker adds to the run.
+
+    The current RSS (statm), not the peak (ru_maxrss): a forked process can inherit its
+    parent's high-water mark, which would count the parent's memory again.
+    """
     images, labels = default_collate(samples)
-    return images, labels, (os.getpid(), peak_rss_bytes() - _worker_start_rss)
+    return images, labels, (os.getpid(), current_rss_bytes() - _worker_start_rss)
 
 
 class MemoryReports:
-    """Peak RSS of this process plus what its loader workers added (their peak RSS less the
-    pages they shared with it when forked). Each pass over a loader (an epoch, an evaluation)
-    starts its own workers, so the workers' part is the largest sum over one pass's workers
-    (processes that ran at one time), not the sum over every pass."""
+    """Peak RSS of this process plus what its loader workers added (each worker's largest RSS at
+    a batch, less the pages it shared with this process when forked). Each pass over a loader
+    (an epoch, an evaluation) starts its own workers, so the workers' part is the largest sum
+    over one pass's workers (processes that ran at one time), not the sum over every pass."""
 
     def __init__(self):
         self.passes = []
@@ -269,10 +273,10 @@ def eval_loader(spec, split, pin):
 
 
 def synthetic_set(n_samples, seed, crop, shared):
-    """Random N(0, 1) float32 images [N, 3, crop, crop] and random 0/1 labels [N, 14], made
-    once; in shared memory where ddp processes read them (one copy for all ranks)."""
+    """Random N(0, 1) float32 images [min(N, SYNTHETIC_POOL), 3, crop, crop] and random 0/1
+    labels [N, 14], made once; in shared memory where ddp processes read them (one copy)."""
     generator = torch.Generator().manual_seed(seed)
-    images = torch.empty((n_samples, 3, crop, crop), dtype=torch.float32)
+    images = torch.empty((min(n_samples, SYNTHETIC_POOL), 3, crop, crop), dtype=torch.float32)
     labels = torch.empty((n_samples, len(FINDINGS)), dtype=torch.float32)
     if shared:
         images.share_memory_()
@@ -286,7 +290,7 @@ def synthetic_batches(images, labels, sampler, pin):
     """This rank's batches of the shared order, gathered from the in-memory set (no loader)."""
     for indices in sampler.shards():
         index = torch.from_numpy(indices)
-        batch_images, batch_labels = images.index_select(0, index), labels.index_select(0, index)
+        batch_images, batch_labels = images.index_select(0, index % len(images)), labels.index_select(0, index)
         if pin:
             batch_images, batch_labels = batch_images.pin_memory(), batch_labels.pin_memory()
         yield batch_images, batch_labels, None
@@ -336,7 +340,7 @@ def train_worker(rank, spec, run, device_kind, port, synthetic):
         sampler = EpochBatchSampler(len(paths), global_batch, spec["seed"], rank, world_size)
         loader = train_loader(spec, paths, labels, sampler, pin)
     else:
-        sampler = SharedOrderSampler(len(synthetic[0]), global_batch, spec["seed"], rank, world_size)
+        sampler = SharedOrderSampler(len(synthetic[1]), global_batch, spec["seed"], rank, world_size)
     if rank == 0:
         valid, test = eval_loader(spec, "valid", pin), eval_loader(spec, "test", pin)
         import PIL
