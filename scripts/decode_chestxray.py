@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.cli import positive_int  # noqa: E402
 from benchlib.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,  # noqa: E402
                                 prepare_backend, read_image, read_manifest, sample_rng, summed_peak_rss,
                                 train_transform)
@@ -76,13 +77,6 @@ def from_workers(pool, batches, slots):
         yield pid, rss, slot, n   # a training step would use _SLOTS[slot, :n] here
         free.append(slot)
         submit()
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def main():

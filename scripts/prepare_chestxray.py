@@ -14,6 +14,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.cli import positive_int  # noqa: E402
 from benchlib.chestxray import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,  # noqa: E402
                                 choose_subset, patient_split, read_labels_csv, read_nih_labels,
                                 read_wheel_labels, save_png, synthetic_image, write_labels_csv,
@@ -85,13 +86,6 @@ def count(text):
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 

@@ -15,6 +15,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib.cli import positive_int  # noqa: E402
 from benchlib.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,  # noqa: E402
                                 prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
 from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
@@ -32,13 +33,6 @@ def run_items(function, items, processes, backend):
         return [function(item) for item in items]
     with Pool(processes, initializer=prepare_backend, initargs=(backend,)) as pool:
         return pool.map(function, items, chunksize=max(1, min(16, len(items) // (4 * processes))))
-
-
-def positive_int(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def main():

@@ -36,7 +36,9 @@ def not_applicable_here(record):
     spec = record["spec"]
     if record["workload"] == "mnist":
         return spec["strategy"] == "dp"  # DataParallel needs GPUs
-    return spec["grad"] == "sparse" and record["framework"] != "pytorch"
+    if record["workload"] == "imdb":
+        return spec["grad"] == "sparse" and record["framework"] != "pytorch"
+    return False
 
 
 def job_counts(dry_run_output):
@@ -137,7 +139,7 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
         assert len(runs) == expected
         ran = len(runs) - len(unsuccessful)
         assert len(epochs) == ran * 2 + len(unsuccessful)  # a run with no epoch keeps one row
-        assert set(unsuccessful["status"]) == {"not_applicable"}
+        assert set(unsuccessful["status"]) <= {"not_applicable"}
     assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 4  # sparse in TF and MXNet
     epoch_time = pd.read_csv(tables / "imdb-epoch-time-by-batch-and-workers.csv")
     assert list(epoch_time.columns) == ["framework", "grad", "batch", "workers 0 (s)", "workers 1 (s)"]

@@ -9,6 +9,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.record import gpus, peak_rss_bytes  # noqa: E402
 from benchlib.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
+from parallel import accuracy  # noqa: E402
 
 # mxnet is imported inside the functions: its thread pools read OMP_NUM_THREADS and
 # MXNET_CPU_WORKER_NTHREADS once, at import, and the thread count comes from the spec.
@@ -60,16 +61,6 @@ def load_split(spec, split):
     limit = spec[f"{split}_reviews"] or len(sequences)
     # Float labels, as SoftmaxCrossEntropyLoss and argmax's output are float in MXNet.
     return gluon.data.ArrayDataset(np.array(sequences[:limit]), labels[:limit].astype(np.float32))
-
-
-def accuracy(net, dataset, ctx, batch_size=500):
-    from mxnet import gluon, nd
-
-    correct = nd.zeros((1,), ctx=ctx)
-    for tokens, labels in gluon.data.DataLoader(dataset, batch_size=batch_size):
-        predicted = net(tokens.as_in_context(ctx)).argmax(axis=1)
-        correct += (predicted == labels.as_in_context(ctx)).sum()
-    return correct.asscalar() / len(dataset)
 
 
 def train(run):
@@ -129,7 +120,7 @@ def train(run):
         wall_s = time.perf_counter() - start
         lr = trainer.learning_rate  # the scheduler's rate at this epoch's last update
         eval_start = time.perf_counter()
-        test_accuracy = accuracy(net, test_set, ctx)
+        test_accuracy = accuracy(net, test_set, ctx, batch_size=500)
         run.epoch(epoch, wall_s, len(sampler) * batch, loss_sum.asscalar() / len(sampler),
                   metric={"test_accuracy": test_accuracy}, eval_s=time.perf_counter() - eval_start, lr=lr)
     gpu_bytes = None

@@ -8,7 +8,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.record import peak_rss_bytes  # noqa: E402
 from benchlib.run import main  # noqa: E402
-from parallel import (SharedOrderBatches, check_strategy, device_description, import_mxnet,  # noqa: E402
+from parallel import (SharedOrderBatches, accuracy, check_strategy, device_description, import_mxnet,  # noqa: E402
                       make_trainer, peak_gpu_bytes, resolve_contexts, train_epoch)
 
 # mxnet is imported inside the functions (parallel.import_mxnet): its thread pools read
@@ -47,16 +47,6 @@ def load_split(spec, split):
     limit = spec[f"{split}_images"] or len(images)
     # Float labels, as SoftmaxCrossEntropyLoss and argmax's output are float in MXNet.
     return gluon.data.ArrayDataset(np.array(images[:limit]), labels[:limit].astype(np.float32))
-
-
-def accuracy(net, dataset, ctx, batch_size=1000):
-    from mxnet import gluon, nd
-
-    correct = nd.zeros((1,), ctx=ctx)
-    for images, labels in gluon.data.DataLoader(dataset, batch_size=batch_size):
-        predicted = net(images.as_in_context(ctx)).argmax(axis=1)
-        correct += (predicted == labels.as_in_context(ctx)).sum()
-    return correct.asscalar() / len(dataset)
 
 
 def train(run):

@@ -134,3 +134,14 @@ def peak_rss_with_children():
 
     children = psutil.Process().children(recursive=True)
     return peak_rss_bytes() + sum(_peak_rss_of(child.pid) for child in children)
+
+
+def accuracy(net, dataset, ctx, batch_size=1000):
+    """Share of a classification dataset (float labels) the network gets right."""
+    from mxnet import gluon, nd
+
+    correct = nd.zeros((1,), ctx=ctx)
+    for inputs, labels in gluon.data.DataLoader(dataset, batch_size=batch_size):
+        predicted = net(inputs.as_in_context(ctx)).argmax(axis=1)
+        correct += (predicted == labels.as_in_context(ctx)).sum()
+    return correct.asscalar() / len(dataset)

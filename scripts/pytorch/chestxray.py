@@ -7,8 +7,9 @@ device or data parallel with the engines and code MNIST uses (parallel.py: ddp, 
 pillow-simd the environment has; random crop 224 + horizontal flip + ImageNet normalisation,
 benchlib.chestxray's transform) and a DataLoader with spec["workers"] worker processes,
 which start afresh every epoch (inside the timed epoch, as in the study). Data "synthetic"
-is one fixed set of random float32 tensors and random 0/1 labels of the training split's
-size, made in memory before training and read in the same batch order without a loader.
+is one fixed set of random float32 tensors (at most SYNTHETIC_POOL images, reused by index)
+and random 0/1 labels of the training split's size, made in memory before training and read
+in the same batch order without a loader.
 
 After each epoch, outside the timed epoch, rank 0 computes the validation loss and macro AUC
 on the real validation images (centre crop) in both data modes, so eval_s is comparable; at
@@ -23,6 +24,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+import PIL
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -343,7 +345,6 @@ def train_worker(rank, spec, run, device_kind, port, synthetic):
         sampler = SharedOrderSampler(len(synthetic[1]), global_batch, spec["seed"], rank, world_size)
     if rank == 0:
         valid, test = eval_loader(spec, "valid", pin), eval_loader(spec, "test", pin)
-        import PIL
         describe(run, spec, device_kind, world_size, threads={"loader_workers": spec["workers"]},
                  data=spec["data"], image_library=f"PIL {PIL.__version__}",
                  train_images=len(sampler) * global_batch,
@@ -412,7 +413,6 @@ def loader_benchmark(run):
     sampler = EpochBatchSampler(len(paths), spec["batch"], spec["seed"])
     loader = train_loader({**spec, "crop": spec.get("crop", CROP_SIZE)}, paths, labels, sampler, pin)
     memory = MemoryReports()
-    import PIL
     describe(run, spec, device_kind, 1, threads={"loader_workers": spec["workers"]},
              image_library=f"PIL {PIL.__version__}", train_images=len(sampler) * spec["batch"])
     for epoch in range(1, spec["epochs"] + 1):

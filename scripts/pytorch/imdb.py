@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader, Sampler, TensorDataset
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.record import peak_rss_bytes  # noqa: E402
 from benchlib.run import epoch_batches, main, resolve_device  # noqa: E402
+from parallel import accuracy  # noqa: E402
 
 
 class SentimentLSTM(nn.Module):
@@ -63,17 +64,6 @@ def load_split(spec, split):
 def synchronize(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-@torch.no_grad()
-def accuracy(model, dataset, device, batch_size=1000):
-    model.eval()
-    correct = 0
-    for tokens, labels in DataLoader(dataset, batch_size=batch_size):
-        predicted = model(tokens.to(device)).argmax(dim=1)
-        correct += (predicted.cpu() == labels).sum().item()
-    model.train()
-    return correct / len(dataset)
 
 
 def make_optimizers(model, opt, sparse):

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, TensorDataset
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchlib.run import main  # noqa: E402
-from parallel import (SharedOrderSampler, after_evaluation, check_strategy, describe, end_epoch, finish,  # noqa: E402
+from parallel import (SharedOrderSampler, accuracy, after_evaluation, check_strategy, describe, end_epoch, finish,  # noqa: E402
                       launch, setup_process, start_epoch, unwrap, wrap_model)
 
 
@@ -38,17 +38,6 @@ def load_split(spec, split):
     limit = spec[f"{split}_images"] or len(images)
     return TensorDataset(torch.from_numpy(np.array(images[:limit])),
                          torch.from_numpy(labels[:limit].astype(np.int64)))
-
-
-@torch.no_grad()
-def accuracy(model, dataset, device, batch_size=1000):
-    model.eval()
-    correct = 0
-    for images, labels in DataLoader(dataset, batch_size=batch_size):
-        predicted = model(images.to(device)).argmax(dim=1)
-        correct += (predicted.cpu() == labels).sum().item()
-    model.train()
-    return correct / len(dataset)
 
 
 def train_worker(rank, spec, run, device_kind, port):

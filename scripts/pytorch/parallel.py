@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.record import peak_rss_bytes  # noqa: E402
@@ -160,3 +160,15 @@ def finish(run, rank, device, device_kind, world_size, peak_rss=None, **extra):
     if rank == 0:
         gpu_bytes = torch.cuda.max_memory_allocated(device) if device_kind == "gpu" else None
         run.finish(peak_rss=int(peak.item()), peak_gpu_bytes=gpu_bytes, **extra)
+
+
+@torch.no_grad()
+def accuracy(model, dataset, device, batch_size=1000):
+    """Share of a classification dataset the model gets right (in eval mode, no gradients)."""
+    model.eval()
+    correct = 0
+    for inputs, labels in DataLoader(dataset, batch_size=batch_size):
+        predicted = model(inputs.to(device)).argmax(dim=1)
+        correct += (predicted.cpu() == labels).sum().item()
+    model.train()
+    return correct / len(dataset)
