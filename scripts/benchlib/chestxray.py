@@ -257,6 +257,24 @@ def read_manifest(path, columns=("image", "path")):
     return rows
 
 
+def split_files(labels_csv, manifest, split):
+    """(image paths, float32 labels [N, 14]) of one split, in the label file's order, the paths
+    from the manifest (relative ones taken from the manifest's folder)."""
+    names, labels = read_labels_csv(labels_csv)[split]
+    manifest = Path(manifest)
+    paths = {}
+    for row in read_manifest(manifest):
+        path = Path(row["path"])
+        paths[row["image"]] = path if path.is_absolute() else manifest.parent / path
+    missing = [name for name in names if name not in paths]
+    if missing:
+        raise DataError(f"{manifest}: {len(missing)} {split} images of {labels_csv} are not listed, "
+                        f"e.g. {', '.join(missing[:3])}")
+    if not names:
+        raise DataError(f"{labels_csv}: the {split} split is empty")
+    return [str(paths[name]) for name in names], labels.astype(np.float32)
+
+
 def write_manifest(path, rows, columns):
     """Write atomically: a manifest is there complete or not at all."""
     path = Path(path)

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SYNTHETIC_POOL,  # noqa: E402
-                                read_labels_csv, read_manifest, sample_rng)
+                                sample_rng, split_files)
 from benchlib.errors import DataError  # noqa: E402
 from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
 from benchlib.run import epoch_batches, main  # noqa: E402
@@ -78,23 +78,6 @@ def load_imagenet_weights(mx, net, path, ctx):
 
 
 # --- data --------------------------------------------------------------------------------------
-
-def read_split(spec, split):
-    """(image paths, float32 labels [N, 14]) of one split, the paths from the manifest."""
-    names, labels = read_labels_csv(spec["labels"])[split]
-    manifest = Path(spec["images"])
-    paths = {}
-    for row in read_manifest(manifest):
-        path = Path(row["path"])
-        paths[row["image"]] = path if path.is_absolute() else manifest.parent / path
-    missing = [name for name in names if name not in paths]
-    if missing:
-        raise DataError(f"{manifest}: {len(missing)} {split} images of {spec['labels']} are not listed, "
-                        f"e.g. {missing[:3]}")
-    if not names:
-        raise DataError(f"{spec['labels']}: the {split} split is empty")
-    return [str(paths[name]) for name in names], labels.astype(np.float32)
-
 
 def image_dataset(paths, labels, seed, crop=CROP_SIZE):
     """A Gluon Dataset of (float32 3 x crop x crop image, float32 [14] labels).
@@ -196,7 +179,7 @@ def train(run):
     timeout = max(120, int(spec["timeout_s"]))
 
     # The loaders (and their worker processes) first, while this process is still small.
-    train_paths, train_labels = read_split(spec, "train")
+    train_paths, train_labels = split_files(spec["labels"], spec["images"], "train")
     n_train = len(train_paths)
     sampler, train_loader = SharedOrderBatches(n_train, global_batch, spec["seed"], keyed=True), None
     if mode == "real":
@@ -205,7 +188,7 @@ def train(run):
                                              timeout=timeout)
     # Validation and test read the real images in both modes (the evaluation time is comparable).
     eval_loaders = {
-        split: gluon.data.DataLoader(image_dataset(*read_split(spec, split), spec["seed"], crop),
+        split: gluon.data.DataLoader(image_dataset(*split_files(spec["labels"], spec["images"], split), spec["seed"], crop),
                                      batch_size=spec["batch"], last_batch="keep", num_workers=workers,
                                      pin_memory=pin, timeout=timeout)
         for split in ("valid", "test")
@@ -269,7 +252,7 @@ def benchmark_loader(run):
     from mxnet import gluon
 
     device_kind, contexts = resolve_contexts(mx, spec["device"], 1)
-    paths, labels = read_split(spec, "train")
+    paths, labels = split_files(spec["labels"], spec["images"], "train")
     sampler = SharedOrderBatches(len(paths), batch, spec["seed"], keyed=True)
     loader = gluon.data.DataLoader(image_dataset(paths, labels, spec["seed"], spec.get("crop", CROP_SIZE)),
                                    batch_sampler=sampler, num_workers=workers, pin_memory=device_kind == "gpu",

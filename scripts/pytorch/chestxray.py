@@ -32,8 +32,8 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, SYNTHETIC_POOL, DataError, eval_transform,  # noqa: E402
-                                read_image, read_labels_csv, read_manifest, sample_rng, train_transform)
+from benchlib.chestxray import (CROP_SIZE, FINDINGS, SYNTHETIC_POOL, eval_transform,  # noqa: E402
+                                read_image, read_labels_csv, sample_rng, split_files, train_transform)
 from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
 from benchlib.record import peak_rss_bytes  # noqa: E402
 from benchlib.run import main, resolve_device  # noqa: E402
@@ -161,19 +161,6 @@ def count_parameters(name):
 
 # --- data --------------------------------------------------------------------------------------
 
-def load_split(spec, split):
-    """(image paths, float32 labels [N, 14]) of a split, in the label file's order."""
-    names, labels = read_labels_csv(spec["labels"])[split]
-    paths = {row["image"]: row["path"] for row in read_manifest(spec["images"])}
-    missing = [name for name in names if name not in paths]
-    if missing:
-        raise DataError(f"{spec['images']}: {len(missing)} {split} images of {spec['labels']} are not listed, "
-                        f"e.g. {', '.join(missing[:5])}")
-    if not names:
-        raise DataError(f"{spec['labels']}: no {split} images")
-    return [paths[name] for name in names], labels.astype(np.float32)
-
-
 class TrainImages(Dataset):
     """Key (epoch, index): decode with PIL, random crop and flip (drawn from the seed, the epoch
     and the index: the same whichever worker or device loads it), normalise."""
@@ -268,7 +255,7 @@ def train_loader(spec, paths, labels, sampler, pin):
 
 
 def eval_loader(spec, split, pin):
-    paths, labels = load_split(spec, split)
+    paths, labels = split_files(spec["labels"], spec["images"], split)
     return DataLoader(EvalImages(paths, labels, spec["crop"]), batch_size=spec["batch"], shuffle=False,
                       num_workers=spec["workers"], collate_fn=collate_with_rss, worker_init_fn=note_worker_start,
                       pin_memory=pin)
@@ -338,7 +325,7 @@ def train_worker(rank, spec, run, device_kind, port, synthetic):
     global_batch = spec["batch"] * spec["devices"]
     memory = MemoryReports()
     if synthetic is None:
-        paths, labels = load_split(spec, "train")
+        paths, labels = split_files(spec["labels"], spec["images"], "train")
         sampler = EpochBatchSampler(len(paths), global_batch, spec["seed"], rank, world_size)
         loader = train_loader(spec, paths, labels, sampler, pin)
     else:
@@ -409,7 +396,7 @@ def loader_benchmark(run):
     device_kind = resolve_device(spec["device"], torch.cuda.device_count(), 1)
     device, _ = setup_process(0, spec, device_kind, None)
     pin = device_kind == "gpu"
-    paths, labels = load_split(spec, "train")
+    paths, labels = split_files(spec["labels"], spec["images"], "train")
     sampler = EpochBatchSampler(len(paths), spec["batch"], spec["seed"])
     loader = train_loader({**spec, "crop": spec.get("crop", CROP_SIZE)}, paths, labels, sampler, pin)
     memory = MemoryReports()

@@ -36,7 +36,7 @@ from parallel import (configure, distribute_epoch, finish, make_strategy, make_t
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.chestxray import (CROP_SIZE, FINDINGS, FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD,  # noqa: E402
-                                SYNTHETIC_POOL, read_labels_csv, read_manifest)
+                                SYNTHETIC_POOL, read_labels_csv, split_files)
 from benchlib.errors import DataError  # noqa: E402
 from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
 from benchlib.run import epoch_batches, main, resolve_device  # noqa: E402
@@ -68,18 +68,6 @@ def check_model_spec(model):
 
 
 # --- data --------------------------------------------------------------------------------------
-
-def split_files(spec, splits, split):
-    """Image paths (as listed in the manifest) and float32 labels [N, 14] of one split."""
-    names, labels = splits[split]
-    rows = read_manifest(spec["images"])
-    paths = {row["image"]: row["path"] for row in rows}
-    missing = [name for name in names if name not in paths]
-    if missing:
-        raise DataError(f"{spec['images']}: {len(missing)} {split} images of {spec['labels']} are not listed, "
-                        f"e.g. {missing[0]}")
-    return [paths[name] for name in names], labels.astype(np.float32)
-
 
 def decoder(paths):
     """tf.io.decode_jpeg for JPEG files (what preprocessing writes for training), decode_png for PNGs."""
@@ -186,14 +174,14 @@ def train_process(spec, run, device_kind, worker):
     splits = read_labels_csv(spec["labels"])
     n_train = len(splits["train"][0])
     if spec["data"] == "real":
-        train_paths, train_labels = split_files(spec, splits, "train")
+        train_paths, train_labels = split_files(spec["labels"], spec["images"], "train")
         make_sample = lambda epoch: train_sample_fn(train_paths, train_labels, seed, epoch, crop)  # noqa: E731
     else:  # the input pipeline's copy on the host, as MNIST keeps its data
         images, labels = synthetic_set(n_train, classes, crop, seed, 0)
 
     def eval_data(split):
         """A split's evaluation loader: the real images, centre-cropped (in synthetic mode too)."""
-        paths, targets = split_files(spec, splits, split)
+        paths, targets = split_files(spec["labels"], spec["images"], split)
         return loader(np.arange(len(paths)), eval_sample_fn(paths, targets, crop), global_batch, workers,
                       drop_remainder=False)
 
@@ -282,8 +270,7 @@ def loader_benchmark(run):
     devices, names = configure(spec, device_kind, 1, None)
     strategy = make_strategy("single", devices)
     crop, workers, seed, batch = spec.get("crop", CROP_SIZE), spec["workers"], spec["seed"], spec["batch"]
-    splits = read_labels_csv(spec["labels"])
-    paths, labels = split_files(spec, splits, "train")
+    paths, labels = split_files(spec["labels"], spec["images"], "train")
 
     def consume(x, y):  # touch every batch on the device
         return tf.reduce_sum(x[:, 0, 0, 0]) + tf.reduce_sum(y[:, 0])

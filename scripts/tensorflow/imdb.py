@@ -14,6 +14,7 @@ from keras import layers  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchlib.record import peak_rss_bytes  # noqa: E402
 from benchlib.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
+from parallel import make_accuracy  # noqa: E402
 
 
 def build_model(vocabulary, embedding, hidden, maxlen=500, classes=2):
@@ -100,14 +101,7 @@ def train(run):
             loss_sum += loss
         return loss_sum
 
-    @tf.function(reduce_retracing=True)
-    def predict(x):
-        return tf.argmax(model(x, training=False), axis=1, output_type=tf.int32)
-
-    def accuracy(batch_size=1000):
-        correct = sum(int(np.sum(predict(test_sequences[i:i + batch_size]).numpy() == test_labels[i:i + batch_size]))
-                      for i in range(0, len(test_sequences), batch_size))
-        return correct / len(test_sequences)
+    accuracy = make_accuracy(model, test_sequences, test_labels)
 
     run.describe(
         framework_version=tf.__version__,

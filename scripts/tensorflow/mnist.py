@@ -14,7 +14,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import layers  # noqa: E402
 
-from parallel import (configure, distribute_epoch, finish, make_strategy, make_train_epoch,  # noqa: E402
+from parallel import (configure, distribute_epoch, finish, make_accuracy, make_strategy, make_train_epoch,  # noqa: E402
                       make_worker_sum, run_strategy, threads_description, timed_epoch)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,14 +80,7 @@ def train_process(spec, run, device_kind, worker):
     train_epoch = make_train_epoch(strategy, model, optimizer, loss_fn, loss_sum)
     sum_over_workers = make_worker_sum(strategy)
 
-    @tf.function(reduce_retracing=True)
-    def predict(x):
-        return tf.argmax(model(x, training=False), axis=1, output_type=tf.int32)
-
-    def accuracy(batch_size=1000):
-        correct = sum(int(np.sum(predict(test_images[i:i + batch_size]).numpy() == test_labels[i:i + batch_size]))
-                      for i in range(0, len(test_images), batch_size))
-        return correct / len(test_images)
+    accuracy = make_accuracy(model, test_images, test_labels)
 
     if chief:
         run.describe(

@@ -208,3 +208,17 @@ def run_strategy(run, train_process):
         launch_workers(spec["devices"])
     else:
         train_process(spec, run, device_kind, None)
+
+
+def make_accuracy(model, inputs, labels):
+    """accuracy(batch_size) -> the share of (inputs, labels) that the model classifies right."""
+    @tf.function(reduce_retracing=True)
+    def predict(x):
+        return tf.argmax(model(x, training=False), axis=1, output_type=tf.int32)
+
+    def accuracy(batch_size=1000):
+        correct = sum(int(np.sum(predict(inputs[i:i + batch_size]).numpy() == labels[i:i + batch_size]))
+                      for i in range(0, len(inputs), batch_size))
+        return correct / len(inputs)
+
+    return accuracy
