@@ -1,5 +1,5 @@
 # Helper functions of the workflow. The pure logic (grid expansion, env hashes) lives in
-# scripts/benchlib, where the tests reach it; here it meets the config.
+# scripts/dlbench, where the tests reach it; here it meets the config.
 import json
 import os
 import re
@@ -14,9 +14,9 @@ SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
 sys.path.insert(0, str(SCRIPTS))
 
-from benchlib.envs import env_hash
-from benchlib.mnist import IDX_FILES
-from benchlib.sweep import (
+from dlbench.envs import env_hash
+from dlbench.mnist import IDX_FILES
+from dlbench.sweep import (
     CHESTXRAY_COLUMNS,
     IMDB_COLUMNS,
     LOADER_COLUMNS,

@@ -3,8 +3,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.tables import (RecordError, environment_rows, load_records, tables, unsuccessful,  # noqa: E402
+from dlbench.tables import (RecordError, environment_rows, load_records, tables, unsuccessful,
                              utilisation_rows)
 
 

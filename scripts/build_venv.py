@@ -13,8 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.envs import env_hash, read_env_file  # noqa: E402
+from dlbench.envs import env_hash, read_env_file
 
 
 def base_interpreter(version):

@@ -2,7 +2,7 @@
 
 Per epoch, every preprocessed image of the manifest, in an order drawn from the seed and the
 epoch, is decoded (Pillow/pillow-simd or OpenCV), randomly cropped to 224, flipped with p=0.5
-and normalised into float32 3 x 224 x 224 (benchlib.chestxray.train_transform; each sample's
+and normalised into float32 3 x 224 x 224 (dlbench.chestxray.train_transform; each sample's
 random state comes from the seed, the epoch and its index), batch by batch, in this process
 (--workers 0) or in W worker processes, as a framework's data loader does: the workers write
 their batches into shared memory (as PyTorch's DataLoader puts its tensors in shared memory),
@@ -21,12 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.cli import positive_int  # noqa: E402
-from benchlib.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,  # noqa: E402
+from dlbench.cli import positive_int
+from dlbench.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,
                                 prepare_backend, read_image, read_manifest, sample_rng, summed_peak_rss,
                                 train_transform)
-from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
+from dlbench.record import make_record, peak_rss_bytes, write_json
 
 PREFETCH = 2  # batches in flight per worker
 _SLOTS = None  # float32 [slots, batch, 3, 224, 224]: the batch buffers, shared with the forked workers
@@ -145,10 +144,10 @@ def main():
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": max(1, args.workers), "workers": args.workers},
         "epochs": epochs,
-        "memory": {"peak_rss_bytes": summed_peak_rss(reports), "peak_gpu_bytes": None},
+        "peak_rss_bytes": summed_peak_rss(reports),
     }
     args.record.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.record, make_record(spec, result, 0, [], started, time.perf_counter() - t_run))
+    write_json(args.record, make_record(spec, {"backend": args.backend_name, "format": args.format, "workers": args.workers}, result, 0, [], started, time.perf_counter() - t_run))
 
 
 if __name__ == "__main__":

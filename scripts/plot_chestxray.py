@@ -6,8 +6,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.plots import no_data, save  # noqa: E402
+from dlbench.plots import no_data, save
 
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
 

@@ -13,9 +13,8 @@ import sys
 from multiprocessing import Pool
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.cli import positive_int  # noqa: E402
-from benchlib.chestxray import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,  # noqa: E402
+from dlbench.cli import positive_int
+from dlbench.chestxray import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,
                                 choose_subset, patient_split, read_labels_csv, read_nih_labels,
                                 read_wheel_labels, save_png, synthetic_image, write_labels_csv,
                                 write_manifest)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.imdb import (DataError, build_vocabulary, encode_ranks, encode_texts, label_counts,  # noqa: E402
+from dlbench.imdb import (DataError, build_vocabulary, encode_ranks, encode_texts, label_counts,
                            pad_sequences, read_aclimdb, read_keras_npz, read_wheel_splits, shuffled,
                            take_balanced)
 

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.mnist import DataError, duplicate, normalise, read_idx_set, read_wheel  # noqa: E402
+from dlbench.mnist import DataError, duplicate, normalise, read_idx_set, read_wheel
 
 
 def prepare(args):

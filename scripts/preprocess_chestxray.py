@@ -4,7 +4,7 @@ OpenCV, in N processes; write the manifest of the resized images and a run recor
 it took (workload chestxray-preprocess).
 
 Both backends shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
-(benchlib.chestxray.resize_file).
+(dlbench.chestxray.resize_file).
 """
 import argparse
 import os
@@ -14,11 +14,10 @@ from datetime import datetime, timezone
 from multiprocessing import Pool
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.cli import positive_int  # noqa: E402
-from benchlib.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,  # noqa: E402
+from dlbench.cli import positive_int
+from dlbench.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,
                                 prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
-from benchlib.record import make_record, peak_rss_bytes, write_json  # noqa: E402
+from dlbench.record import make_record, peak_rss_bytes, write_json
 
 
 def _resize(item):
@@ -82,12 +81,12 @@ def main():
         "threads": {"processes": args.threads},
         "epochs": [{"epoch": 1, "wall_s": wall_s, "samples": len(rows), "loss": None,  # nothing is trained
                     "metric": {"images_per_s": len(rows) / wall_s}, "eval_s": None}],
-        "memory": {"peak_rss_bytes": summed_peak_rss(reports), "peak_gpu_bytes": None},
+        "peak_rss_bytes": summed_peak_rss(reports),
         "resample": "BOX" if args.backend == "pillow" else "INTER_AREA",
         "output_bytes": sum(path.stat().st_size for path in outputs),
     }
     args.record.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.record, make_record(spec, result, 0, [], started, wall_s))
+    write_json(args.record, make_record(spec, {"backend": args.backend_name, "format": args.format}, result, 0, [], started, wall_s))
     print(f"{args.backend_name} {args.format}: {len(rows)} images in {wall_s:.2f} s "
           f"({len(rows) / wall_s:.1f} images/s, {args.threads} processes)")
 

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
-from benchlib.envs import env_hash  # noqa: E402
+from dlbench.envs import env_hash  # noqa: E402
 
 VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs")).expanduser().resolve()
 

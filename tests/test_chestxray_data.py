@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
+from dlbench.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
                                 LabelRow, choose_subset, eval_transform, patient_split, read_label_file,
                                 read_labels_csv, read_nih_labels, read_wheel_labels, sample_rng, synthetic_image,
                                 to_normalised, train_transform, write_labels_csv)
-from benchlib.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
+from dlbench.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
 
 SCRIPTS = REPO / "scripts"
@@ -339,7 +339,7 @@ def test_synthetic_images_are_1024_grayscale_pngs_for_the_chosen_rows(prepared, 
     assert set(map(tuple, ([f, m, tuple(s)] for f, m, s in info.values()))) == {("PNG", "L", (1024, 1024))}
     same = in_env(data_python, f"""
 import json, numpy as np
-from benchlib.chestxray import read_image, synthetic_image
+from dlbench.chestxray import read_image, synthetic_image
 print(json.dumps(bool(np.array_equal(read_image({manifest[0]['path']!r}, 'opencv'),
                                       synthetic_image({manifest[0]['image']!r}, 3)))))""")
     assert same
@@ -388,7 +388,7 @@ def preprocessed(prepared, data_python):
 
 @pytest.mark.slow
 def test_preprocessing_gives_264_images_in_the_format_and_a_valid_record(preprocessed, data_python):
-    from benchlib.tables import load_records
+    from dlbench.tables import load_records
 
     for (backend, fmt), (manifest, record_path) in preprocessed.items():
         rows = read_csv(manifest)
@@ -411,7 +411,7 @@ def test_pillow_box_and_opencv_area_resize_nearly_agree(preprocessed, data_pytho
     pillow, opencv = read_csv(preprocessed["pillow", "png"][0]), read_csv(preprocessed["opencv", "png"][0])
     diff = in_env(data_python, f"""
 import json, numpy as np
-from benchlib.chestxray import read_image
+from dlbench.chestxray import read_image
 d = np.stack([np.abs(read_image(a, 'pillow').astype(int) - read_image(b, 'opencv'))
               for a, b in zip({[r['path'] for r in pillow]!r}, {[r['path'] for r in opencv]!r})])
 print(json.dumps([int(d.max()), float(d.mean())]))""")
@@ -423,7 +423,7 @@ print(json.dumps([int(d.max()), float(d.mean())]))""")
 @pytest.mark.parametrize("backend,fmt,workers", [("pillow", "png", 0), ("opencv", "jpeg", 2)])
 def test_decode_benchmark_gives_a_valid_record_with_two_epochs(preprocessed, data_python, tmp_path, backend, fmt,
                                                                workers):
-    from benchlib.tables import load_records
+    from dlbench.tables import load_records
 
     name = "pillow-simd" if backend == "pillow" else "opencv"
     record_path = tmp_path / "decode.json"

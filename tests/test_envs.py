@@ -1,6 +1,6 @@
 import pytest
 
-from benchlib.envs import env_hash, read_env_file
+from dlbench.envs import env_hash, read_env_file
 from conftest import REPO
 
 ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))

@@ -1,7 +1,7 @@
 import pandas as pd
 from snakemake.utils import Paramspace
 
-from benchlib.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
+from dlbench.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
 
 MNIST = {
     "models": ["small", "large"],

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from benchlib.sweep import MNIST_COLUMNS, run_id
-from benchlib.record import make_record
-from benchlib.tables import RecordError, environment_rows, load_records, tables, unsuccessful, utilisation_rows
+from dlbench.sweep import MNIST_COLUMNS, run_id
+from dlbench.record import make_record
+from dlbench.tables import RecordError, environment_rows, load_records, tables, unsuccessful, utilisation_rows
 
 
 def spec(framework="pytorch", devices=1, strategy="single", repeat=1):

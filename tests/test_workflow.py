@@ -6,8 +6,8 @@ import subprocess
 import pandas as pd
 import pytest
 
-from benchlib.chestxray import FINDINGS
-from benchlib.tables import load_records
+from dlbench.chestxray import FINDINGS
+from dlbench.tables import load_records
 from conftest import REPO, snakemake, venv_python
 
 FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")

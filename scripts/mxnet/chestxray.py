@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SYNTHETIC_POOL,  # noqa: E402
+from dlbench.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SYNTHETIC_POOL,  # noqa: E402
                                 sample_rng, split_files)
-from benchlib.errors import DataError  # noqa: E402
-from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
-from benchlib.run import epoch_batches, main  # noqa: E402
+from dlbench.errors import DataError  # noqa: E402
+from dlbench.metrics import auc_per_finding, macro_auc  # noqa: E402
+from dlbench.run import epoch_batches, main  # noqa: E402
 from parallel import (SharedOrderBatches, check_strategy, device_description, import_mxnet,  # noqa: E402
                       make_trainer, peak_gpu_bytes, peak_rss_with_children, resolve_contexts, train_epoch)
 
@@ -83,7 +83,7 @@ def image_dataset(paths, labels, seed, crop=CROP_SIZE):
     """A Gluon Dataset of (float32 3 x crop x crop image, float32 [14] labels).
 
     A key (epoch, index) gives the training transform: a random crop and a horizontal flip
-    with p=0.5, drawn from benchlib.chestxray.sample_rng(seed, epoch, index) (top, left, then
+    with p=0.5, drawn from dlbench.chestxray.sample_rng(seed, epoch, index) (top, left, then
     the flip, as in every framework); a plain index gives the evaluation transform, the centre
     crop. Decoding is mx.image.imread (OpenCV inside MXNet); crop, flip, scaling and ImageNet
     normalisation are MXNet operators; the grey channel is replicated to three.

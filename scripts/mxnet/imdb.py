@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import gpus, peak_rss_bytes  # noqa: E402
-from benchlib.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
+from dlbench.record import gpus, peak_rss_bytes  # noqa: E402
+from dlbench.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
 from parallel import accuracy  # noqa: E402
 
 # mxnet is imported inside the functions: its thread pools read OMP_NUM_THREADS and

@@ -6,8 +6,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import main  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import main  # noqa: E402
 from parallel import (SharedOrderBatches, accuracy, check_strategy, device_description, import_mxnet,  # noqa: E402
                       make_trainer, peak_gpu_bytes, resolve_contexts, train_epoch)
 

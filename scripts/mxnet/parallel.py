@@ -2,7 +2,7 @@
 
 One device, or data parallel over N contexts of one process through a KVStore: every batch
 of the shared epoch order is split evenly over the contexts (context i gets the i-th
-contiguous slice, as benchlib.run.shard), each context runs forward and backward on its slice,
+contiguous slice, as dlbench.run.shard), each context runs forward and backward on its slice,
 and the Trainer sums the N gradients in the KVStore ('device' on GPUs, 'local' on the CPU)
 and applies one update, the same on every context.
 
@@ -14,8 +14,8 @@ import os
 import time
 from pathlib import Path
 
-from benchlib.record import gpus, peak_rss_bytes
-from benchlib.run import epoch_batches, resolve_device, threads_per_process
+from dlbench.record import gpus, peak_rss_bytes
+from dlbench.run import epoch_batches, resolve_device, threads_per_process
 
 STRATEGIES = ("single", "kvstore")
 

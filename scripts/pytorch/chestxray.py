@@ -5,7 +5,7 @@ Training: Adam at the base learning rate times the device count (as the study di
 device or data parallel with the engines and code MNIST uses (parallel.py: ddp, dp). Data
 "real" reads the preprocessed 264x264 JPEGs through a torch Dataset (decoded by PIL, the
 pillow-simd the environment has; random crop 224 + horizontal flip + ImageNet normalisation,
-benchlib.chestxray's transform) and a DataLoader with spec["workers"] worker processes,
+dlbench.chestxray's transform) and a DataLoader with spec["workers"] worker processes,
 which start afresh every epoch (inside the timed epoch, as in the study). Data "synthetic"
 is one fixed set of random float32 tensors (at most SYNTHETIC_POOL images, reused by index)
 and random 0/1 labels of the training split's size, made in memory before training and read
@@ -32,11 +32,11 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, SYNTHETIC_POOL, eval_transform,  # noqa: E402
+from dlbench.chestxray import (CROP_SIZE, FINDINGS, SYNTHETIC_POOL, eval_transform,  # noqa: E402
                                 read_image, read_labels_csv, sample_rng, split_files, train_transform)
-from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import main, resolve_device  # noqa: E402
+from dlbench.metrics import auc_per_finding, macro_auc  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import main, resolve_device  # noqa: E402
 from parallel import (SharedOrderSampler, after_evaluation, check_strategy, describe, end_epoch, finish,  # noqa: E402
                       launch, setup_process, start_epoch, synchronize, unwrap, wrap_model)
 

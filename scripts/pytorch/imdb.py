@@ -9,8 +9,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import epoch_batches, main, resolve_device  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import epoch_batches, main, resolve_device  # noqa: E402
 from parallel import accuracy  # noqa: E402
 
 

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib.run import main  # noqa: E402
+from dlbench.run import main  # noqa: E402
 from parallel import (SharedOrderSampler, accuracy, after_evaluation, check_strategy, describe, end_epoch, finish,  # noqa: E402
                       launch, setup_process, start_epoch, unwrap, wrap_model)
 

@@ -2,8 +2,8 @@
 
 Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
 gloo on CPUs, nccl on GPUs) and "dp" (DataParallel, one process driving every GPU). Every
-strategy reads the same global batches in the same order (benchlib.run.epoch_batches); a
-device takes its contiguous slice of each (benchlib.run.shard).
+strategy reads the same global batches in the same order (dlbench.run.epoch_batches); a
+device takes its contiguous slice of each (dlbench.run.shard).
 
 A script checks its spec with `check_strategy`, then `launch`es its worker, which calls
 `setup_process`, `wrap_model`, `describe`, `start_epoch` / `end_epoch` / `after_evaluation`
@@ -20,8 +20,8 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import NotApplicable, epoch_batches, resolve_device, shard, threads_per_process  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import NotApplicable, epoch_batches, resolve_device, shard, threads_per_process  # noqa: E402
 
 STRATEGIES = ("single", "ddp", "dp")
 

@@ -9,7 +9,7 @@ device count. Data "real": the preprocessed (264 x 264 grey JPEG) training image
 grey value replicated to 3 channels), `workers` map calls at a time; "synthetic": one random
 float32 tensor of the training set's size (and random 0/1 labels), made in memory before training,
 gathered in the same batch order, nothing decoded. Either way the batches follow the shared
-order (benchlib.run.epoch_batches; each device takes its shard of a global batch).
+order (dlbench.run.epoch_batches; each device takes its shard of a global batch).
 
 After each epoch, outside the timed span, worker 0 computes the validation loss and macro AUC on
 the valid split's real images (centre crop; in synthetic mode too, so that eval_s compares; only
@@ -35,11 +35,11 @@ from parallel import (configure, distribute_epoch, finish, make_strategy, make_t
                       make_worker_sum, run_strategy, threads_description, timed_epoch)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.chestxray import (CROP_SIZE, FINDINGS, FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD,  # noqa: E402
+from dlbench.chestxray import (CROP_SIZE, FINDINGS, FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD,  # noqa: E402
                                 SYNTHETIC_POOL, read_labels_csv, split_files)
-from benchlib.errors import DataError  # noqa: E402
-from benchlib.metrics import auc_per_finding, macro_auc  # noqa: E402
-from benchlib.run import epoch_batches, main, resolve_device  # noqa: E402
+from dlbench.errors import DataError  # noqa: E402
+from dlbench.metrics import auc_per_finding, macro_auc  # noqa: E402
+from dlbench.run import epoch_batches, main, resolve_device  # noqa: E402
 
 # The spec's model: DenseNet-121 as in the paper and torchvision (keras.applications builds exactly this).
 DENSENET121 = {"blocks": [6, 12, 24, 16], "growth": 32, "bottleneck": 4, "compression": 0.5, "init_features": 64}

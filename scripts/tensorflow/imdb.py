@@ -12,8 +12,8 @@ import tensorflow as tf  # noqa: E402
 from keras import layers  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import NotApplicable, epoch_batches, main, resolve_device  # noqa: E402
 from parallel import make_accuracy  # noqa: E402
 
 

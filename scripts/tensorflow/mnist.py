@@ -18,7 +18,7 @@ from parallel import (configure, distribute_epoch, finish, make_accuracy, make_s
                       make_worker_sum, run_strategy, threads_description, timed_epoch)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.run import epoch_batches, main  # noqa: E402
+from dlbench.run import epoch_batches, main  # noqa: E402
 
 
 def build_model(name):

@@ -19,8 +19,8 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchlib.record import peak_rss_bytes  # noqa: E402
-from benchlib.run import resolve_device, shard, threads_per_process  # noqa: E402
+from dlbench.record import peak_rss_bytes  # noqa: E402
+from dlbench.run import resolve_device, shard, threads_per_process  # noqa: E402
 
 STRATEGIES = ("single", "mirrored", "multiworker")
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
@@ -64,7 +64,7 @@ def distribute_epoch(strategy, batches, make_dataset):
     """One epoch's shared order as a distributed tf.data pipeline: replica r gets shard r of each
     global batch.
 
-    batches: the epoch's index batches (n_batches, global_batch), from benchlib.run.epoch_batches.
+    batches: the epoch's index batches (n_batches, global_batch), from dlbench.run.epoch_batches.
     make_dataset(shards): shards is an int array (n_batches x local replicas, per-device batch),
     this input pipeline's shards in the order its replicas take them; returns a tf.data.Dataset
     with one element (a per-device batch) per row.

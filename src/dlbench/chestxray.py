@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib.errors import DataError
-from benchlib.record import peak_rss_bytes
+from dlbench.errors import DataError
+from dlbench.record import peak_rss_bytes
 
 # The 14 findings, in the order of the NIH paper and of every model's 14 outputs.
 FINDINGS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
@@ -446,6 +446,18 @@ def sample_rng(seed, epoch, index):
     """The random state of one sample's augmentation, the same in every framework and loader
     (it depends on the seed, the epoch and the sample's index, not on worker or batch)."""
     return np.random.default_rng([seed, epoch, index])
+
+
+def augmentation(seed, epoch, indices, size, crop=CROP_SIZE):
+    """(top, left, flip) int32 arrays of the samples `indices` in `epoch`, for size x size
+    images: each drawn from sample_rng(seed, epoch, index) as train_transform draws them (top,
+    then left, in 0..size-crop, then a horizontal flip with p=0.5). For loaders that crop
+    in their own operators (tf.data, MXNet) with the same values as every other framework."""
+    params = np.empty((len(indices), 3), dtype=np.int32)
+    for row, index in enumerate(np.asarray(indices).ravel()):
+        rng = sample_rng(seed, epoch, int(index))
+        params[row] = rng.integers(0, size - crop + 1), rng.integers(0, size - crop + 1), rng.random() < 0.5
+    return params[:, 0], params[:, 1], params[:, 2]
 
 
 # Every grey level's three normalised channel values, [256, 3] (and [3, 256]): normalising is

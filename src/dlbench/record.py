@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -79,15 +79,30 @@ def summarise(epochs):
     }
 
 
-KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "memory"}
+# What a training process reports besides its epochs (dlbench.protocol.run_process).
+KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "parameters",
+                     "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
 
 
-def make_record(spec, result, code, stderr_tail, started, wall_s, utilisation=None):
+def peak_memory(result, utilisation):
+    """Peak memory, measured the same way for every framework: the largest sampled RSS of the
+    run's whole process tree (loader workers included) and, where there are GPUs, the largest
+    sampled GPU memory of its processes (NVML); besides, each framework's own allocator peak
+    under its own name (they measure different things and are not compared)."""
+    samples = utilisation or {}
+    rss = max(samples.get("rss_bytes") or [0]) or result.get("peak_rss_bytes")
+    gpu = max(samples.get("gpu_process_bytes") or [0]) or None
+    return {"peak_rss_bytes": rss or None, "gpu_process_peak_bytes": gpu,
+            "gpu_allocator_peak": result.get("gpu_allocator_peak") or {}}
+
+
+def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisation=None):
     """The run record (schemas/run.schema.json) from what the training process left.
 
-    `result` is what the process wrote (None if nothing); `code` its exit code (None if
-    killed at the timeout); a run that did not end cleanly with status ok or
-    not_applicable is failed, with the end of its error output.
+    `point` is the run's sweep point ({key: value}, the run id's fields); `result` is what
+    the process wrote (None if nothing); `code` its exit code (None if killed at the
+    timeout); a run that did not end cleanly with status ok or not_applicable is failed,
+    with the end of its error output.
     """
     result = result or {"epochs": []}
     status = result.get("status")
@@ -104,15 +119,19 @@ def make_record(spec, result, code, stderr_tail, started, wall_s, utilisation=No
         "workload": spec["workload"],
         "framework": spec["framework"],
         "run_id": spec["run_id"],
+        "point": point,
         "status": status,
         "error": error,
         "spec": spec,
         "environment": env,
         "device": result.get("device"),
         "threads": result.get("threads"),
+        "parameters": result.get("parameters"),
         "epochs": result["epochs"],
         "summary": summarise(result["epochs"]),
-        "memory": result.get("memory", {"peak_rss_bytes": None, "peak_gpu_bytes": None}),
+        "final": result.get("final") or {},
+        "final_eval_s": result.get("final_eval_s"),
+        "memory": peak_memory(result, utilisation),
         "extra": {k: v for k, v in result.items() if k not in KNOWN_RESULT_KEYS},
         "utilisation": utilisation,
         "started_at": started,

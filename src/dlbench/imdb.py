@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib.errors import DataError
+from dlbench.errors import DataError
 
 PAD, START, OOV, INDEX_FROM = 0, 1, 2, 3
 # keras.preprocessing.text.text_to_word_sequence's default filters (the apostrophe is not one).

@@ -1,9 +1,11 @@
 """Run one benchmark point and write its record, whatever happens to the training.
 
-Runs in the framework's environment. The training runs in a child process
-(scripts/<framework>/<workload>.py), so a crash, a hang past the timeout or a kill by
-the kernel still ends in a record with status 'failed' and the error; the epochs that
-finished before are kept.
+Runs in the framework's environment: python -m dlbench.harness --spec JSON --out RECORD.
+The training (dlbench.protocol) runs in a child process with a timeout, so a crash, a hang
+past the timeout or a kill by the kernel still ends in a record with status 'failed' and
+the error; the epochs that finished before are kept. Memory and utilisation are sampled
+here, over the child's whole process tree (loader workers included), the same way for
+every framework.
 """
 import argparse
 import collections
@@ -18,10 +20,9 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(SCRIPTS))
-from benchlib.monitor import UtilisationSampler  # noqa: E402
-from benchlib.record import make_record, write_json  # noqa: E402
+from dlbench.monitor import UtilisationSampler
+from dlbench.record import make_record, write_json
+from dlbench.specs import spec_from_dict
 
 STDERR_TAIL_LINES = 40
 SAMPLE_INTERVAL_S = 0.5
@@ -34,20 +35,17 @@ def _forward(stream, tail):
 
 
 def train_in_child(spec, workdir):
-    """Run the framework script; return (its result or None, exit code, last stderr lines,
+    """Run the training process; return (its results or None, exit code, last stderr lines,
     utilisation samples)."""
     spec_path, result_path = Path(workdir) / "spec.json", Path(workdir) / "result.json"
     spec_path.write_text(json.dumps(spec))
-    # A workload's script, unless the spec names another (a workload's loader benchmark shares it).
-    script = SCRIPTS / spec.get("script", f"{spec['framework']}/{spec['workload']}.py")
-    cmd = [sys.executable, str(script), "--spec", str(spec_path), "--result", str(result_path)]
+    cmd = [sys.executable, "-m", "dlbench.protocol", str(spec_path), str(result_path)]
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
-    # A session of its own, so that a timeout kills the workers the script started too.
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace",
-                            start_new_session=True)
+    # A session of its own, so that a timeout kills the workers the training started too.
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
-    sampler = UtilisationSampler(proc.pid, spec.get("sample_interval_s", SAMPLE_INTERVAL_S))
+    sampler = UtilisationSampler(proc.pid, SAMPLE_INTERVAL_S)
     sampler.start()
     try:
         code = proc.wait(timeout=spec["timeout_s"])
@@ -69,11 +67,12 @@ def main():
     parser.add_argument("--out", required=True, help="the record to write")
     args = parser.parse_args()
     spec = json.loads(args.spec)
+    point = spec_from_dict(spec).point()  # a bad spec fails here, naming the key, before anything runs
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dlbench-") as workdir:
         result, code, tail, utilisation = train_in_child(spec, workdir)
-    record = make_record(spec, result, code, tail, started, time.perf_counter() - t0, utilisation)
+    record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, record)
     print(f"{spec['run_id']}: {record['status']}", file=sys.stderr)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchlib.errors import DataError
+from dlbench.errors import DataError
 
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte.gz",

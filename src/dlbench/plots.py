@@ -1,9 +1,6 @@
 """What every workload's figures share (report environment: matplotlib, seaborn)."""
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt  # Agg by itself where there is no display
+import seaborn as sns
 
 sns.set_theme(style="whitegrid", context="paper")
 

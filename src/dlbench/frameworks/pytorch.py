@@ -1,0 +1,122 @@
+"""PyTorch's backend: devices, processes and the device sync (the contract: dlbench.protocol).
+
+Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
+gloo on CPUs, nccl on GPUs) and "dp" (DataParallel, one process driving every GPU).
+"""
+import datetime
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+
+from dlbench.protocol import NotApplicable, Placement
+
+PORT_VARIABLE = "DLBENCH_TORCH_PORT"  # the rendezvous port of a ddp run, set before its processes start
+
+
+def version():
+    return torch.__version__
+
+
+def visible_gpus():
+    return torch.cuda.device_count()
+
+
+def check(spec, device_kind):
+    if spec.strategy == "dp" and device_kind != "gpu":
+        raise NotApplicable("DataParallel runs on GPUs only; this run has none")
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(spec, target, args):
+    """target(rank, *args) here (single, dp), or in one spawned process per device (ddp)."""
+    if spec.strategy == "ddp" and spec.devices > 1:
+        os.environ[PORT_VARIABLE] = str(_free_port())
+        mp.spawn(target, args=args, nprocs=spec.devices)
+    else:
+        target(0, *args)
+
+
+def setup(spec, device_kind, rank):
+    processes = spec.devices if spec.strategy == "ddp" else 1
+    threads = max(1, spec.threads // processes)
+    torch.set_num_threads(threads)
+    if device_kind == "gpu":
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if processes > 1:
+        dist.init_process_group("nccl" if device_kind == "gpu" else "gloo",
+                                init_method=f"tcp://127.0.0.1:{os.environ[PORT_VARIABLE]}", rank=rank,
+                                world_size=processes, timeout=datetime.timedelta(seconds=spec.timeout_s))
+    return Placement(rank=rank, processes=processes, device_kind=device_kind,
+                     local_devices=spec.devices if spec.strategy == "dp" else 1, threads=threads,
+                     handles={"device": device, "strategy": spec.strategy})
+
+
+def device(placement):
+    return placement.handles["device"]
+
+
+def wrap(model, placement):
+    """The model (already on its device) wrapped for its strategy: DDP, DataParallel, or as is."""
+    if placement.handles["strategy"] == "ddp":
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=[placement.rank] if placement.device_kind == "gpu" else None)
+    if placement.handles["strategy"] == "dp":
+        return nn.DataParallel(model, device_ids=list(range(placement.local_devices)))
+    return model
+
+
+def barrier(placement):
+    if placement.processes > 1:
+        dist.barrier()
+
+
+def sync(placement):
+    if placement.device_kind == "gpu":
+        torch.cuda.synchronize(device(placement))
+    barrier(placement)
+
+
+def to_float(value):
+    return float(value.item())
+
+
+def mean_over_processes(value, placement):
+    if placement.processes == 1:
+        return value
+    total = torch.tensor([value], dtype=torch.float64, device=device(placement))
+    dist.all_reduce(total)
+    return total.item() / placement.processes
+
+
+def gpu_allocator_peak(placement):
+    if placement.device_kind != "gpu":
+        return {}
+    return {"torch.cuda.max_memory_allocated": torch.cuda.max_memory_allocated(device(placement))}
+
+
+def describe(placement):
+    gpu = placement.device_kind == "gpu"
+    return {
+        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+                   "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else []},
+        "threads": {"torch_num_threads": torch.get_num_threads(), "processes": placement.processes},
+        "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if gpu else None,
+    }
+
+
+def teardown(placement):
+    if placement.processes > 1:
+        dist.barrier()  # no rank tears down while another still talks to it
+        dist.destroy_process_group()

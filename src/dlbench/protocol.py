@@ -1,0 +1,270 @@
+"""The benchmark protocol, written once for every framework: what is timed, and how.
+
+This file is the one to read. A run is one training process, or one group of data-parallel
+processes, for one point of a workload's sweep (`dlbench.specs`). Every process runs
+`run_process`, which does, for every framework alike:
+
+1. Placement: the framework's backend (`dlbench.frameworks.<name>`) sets this process's
+   threads (the run's threads shared by its processes), its devices and its process group.
+   The device is resolved the same way for every framework (`resolve_device`): `auto` uses
+   GPUs when the machine has them; a framework that cannot see the machine's GPUs stops
+   before training, with a message naming it, rather than being compared on the CPU.
+2. Build, outside the clock: the workload module (`dlbench.workloads.<workload>.<framework>`)
+   builds its model, optimizer, datasets, loaders and loader worker pools (`build`).
+3. Epochs. Each epoch's sample order comes from the seed and the epoch number alone
+   (`epoch_order`), the same in every framework; each process takes its contiguous slice
+   of every global batch (`Placement.local`). Then:
+   - `batches(epoch, order)` makes the epoch's iterable of device batches, outside the clock
+     (a dataset, a distributed dataset, a sampler set to the epoch);
+   - every process waits for the others (`backend.barrier`), and the clock starts
+     (`time.perf_counter`);
+   - the iteration over the batches starts inside the clock: loading is timed, as the
+     training loop of a user would see it; loader workers are already running (started in
+     `build`, kept across epochs) in every framework;
+   - one `train_step(batch)` per batch; it returns the loss on the device, which is summed
+     on the device: no host synchronisation per step;
+   - `backend.sync` waits for the device's queued work and for every process, then the
+     clock stops. The loss is read after that, outside the clock.
+   - Evaluation, on the first process only, is timed apart (`eval_s`), with the model's
+     predictions as numpy (`predict`) scored by the workload's shared metric code; the
+     other processes wait, outside any clock.
+4. The first epoch is warm-up (graph tracing, compilation, allocator growth, worker
+   start-up): it is recorded and reported apart from the steady epochs.
+5. At the end, the workload's final evaluation (e.g. test AUC), also timed apart.
+
+The harness (`dlbench.harness`) runs all this in a child process with a timeout, samples
+memory and utilisation of the whole process tree (loader workers included, the same way for
+every framework), and writes the record whatever happens.
+
+A framework backend is a module with these functions (see dlbench/frameworks/pytorch.py):
+    version() -> str                     the framework's version
+    visible_gpus() -> int                GPUs this build of the framework can use
+    check(spec, device_kind)             raise NotApplicable for a point without meaning here
+    launch(spec, target, args)           run target(rank, *args) in each process of the run
+    setup(spec, device_kind, rank) -> Placement
+    barrier(placement)                   every process of the run reaches this point
+    sync(placement)                      the device's queued work is done, in every process
+    to_float(value) -> float             a device scalar on the host
+    mean_over_processes(x, placement) -> float
+    gpu_allocator_peak(placement) -> {measure: bytes} or {}   the allocator's own peak
+    describe(placement) -> dict          device names and thread settings, for the record
+    teardown(placement)
+"""
+import importlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dlbench.record import gpus, write_json
+from dlbench.specs import spec_from_dict, spec_to_dict
+
+
+class NotApplicable(Exception):
+    """This sweep point has no meaning here (e.g. DataParallel without GPUs)."""
+
+
+class FrameworkError(RuntimeError):
+    """The framework cannot run this point as asked (e.g. it cannot see the machine's GPUs)."""
+
+
+def epoch_order(n_samples, global_batch, seed, epoch):
+    """Index batches of one epoch, the same in every framework: (n_batches, global_batch).
+
+    The order comes from the seed and the epoch number alone; the last partial batch is
+    dropped so that every framework and every device count sees the same samples.
+    """
+    order = np.random.default_rng([seed, epoch]).permutation(n_samples)
+    n_batches = n_samples // global_batch
+    if n_batches == 0:
+        raise ValueError(f"{n_samples} samples make no batch of {global_batch}")
+    return order[: n_batches * global_batch].reshape(n_batches, global_batch)
+
+
+def shard(batch, part, parts):
+    """Part `part` of `parts` contiguous, equal slices of a batch (a device's share)."""
+    size = len(batch) // parts
+    return batch[part * size: (part + 1) * size]
+
+
+def resolve_device(framework, requested, visible_gpus, machine_gpus, devices):
+    """'gpu' or 'cpu' for a run of `devices` devices, the same rule for every framework.
+
+    auto uses GPUs when the machine has any. A framework that sees fewer GPUs than the
+    machine has (a CPU-only build, missing CUDA libraries) would be compared on the CPU
+    against others on the GPU: that is an error naming the framework, not a silent fallback.
+    """
+    if requested not in ("auto", "cpu", "gpu"):
+        raise ValueError(f"device must be auto, cpu or gpu, got {requested!r}")
+    if requested == "cpu" or (requested == "auto" and machine_gpus == 0):
+        return "cpu"
+    if visible_gpus < machine_gpus or visible_gpus == 0:
+        raise FrameworkError(
+            f"{framework} sees {visible_gpus} GPU(s) but this machine has {machine_gpus}: its build in "
+            f"this environment cannot use them (device: {requested}); set device: cpu to compare on CPUs")
+    if visible_gpus < devices:
+        raise NotApplicable(f"{devices} GPUs asked for, this machine has {visible_gpus}")
+    return "gpu"
+
+
+@dataclass
+class Placement:
+    """Where one process of a run computes."""
+    rank: int                # this process, 0..processes-1; rank 0 evaluates and reports
+    processes: int           # processes of the run (DistributedDataParallel ranks, TF workers)
+    device_kind: str         # cpu or gpu
+    local_devices: int       # devices (replicas) this process drives
+    threads: int             # CPU threads of this process
+    handles: dict = field(default_factory=dict)  # the framework's own objects (device, strategy, contexts)
+
+    def local(self, order):
+        """This process's contiguous slice of every global batch: (n_batches, local batch)."""
+        return np.stack([shard(batch, self.rank, self.processes) for batch in order])
+
+
+class Workload:
+    """A workload in one framework: the task's shared part (a subclass per workload in
+    dlbench/workloads/<workload>/__init__.py: data, metrics) and the framework's part (a
+    subclass of that in dlbench/workloads/<workload>/<framework>.py, named WORKLOAD there).
+
+    `build` runs outside the clock: the task's load_data(), then the framework's
+    build_model() and build_training().
+
+    The framework's part implements:
+        build_model()              self.model, initialised from the seed
+        build_training()           optimizer, loaders (and their worker pools), wrappers
+        batches(epoch, order)      an iterable of this process's device batches of `order`
+                                   (the process's index batches); iterated inside the clock
+        train_step(batch)          one step; returns the loss on the device (None: no loss)
+        predict(inputs)            numpy inputs -> numpy outputs, in inference mode
+        parameter_count()          trainable parameters of self.model
+        load_weights(weights)      {name: numpy array} in PyTorch's names and layouts, the
+                                   conversion this framework needs (the parity test)
+    and may implement the classmethod check(spec, device_kind), which raises NotApplicable
+    for a point without meaning in this framework.
+
+    The task's part implements:
+        load_data()                the arrays or file lists; sets self.n_train
+        evaluate() -> {metric: value}          after every epoch (first process only)
+        and may implement epoch_info(epoch) (e.g. the learning rate of the epoch, which the
+        framework applies in batches()) and final_evaluation() (at the end).
+    """
+
+    def __init__(self, spec, placement, backend):
+        self.spec, self.placement, self.backend = spec, placement, backend
+
+    @classmethod
+    def check(cls, spec, device_kind):
+        """Raise NotApplicable where this framework gives the point no meaning."""
+
+    def build(self):
+        self.load_data()
+        self.build_model()
+        self.build_training()
+
+    def epoch_info(self, epoch):
+        return {}
+
+    def final_evaluation(self):
+        return {}
+
+
+class Results:
+    """What the first process reports, flushed after every epoch so that a crash keeps the
+    epochs that finished."""
+
+    def __init__(self, path):
+        self.path = path
+        self.data = {"status": "running", "epochs": []}
+
+    def update(self, **values):
+        self.data.update(values)
+        write_json(self.path, self.data)
+
+    def epoch(self, **values):
+        self.data["epochs"].append(values)
+        write_json(self.path, self.data)
+        print(f"epoch {values['epoch']}: {values['wall_s']:.2f} s, loss {values['loss']}, {values['metric']}",
+              flush=True)
+
+
+def workload_class(spec):
+    module = importlib.import_module(f"dlbench.workloads.{spec.workload.replace('-', '_')}.{spec.framework}")
+    return module.WORKLOAD
+
+
+def backend_of(spec):
+    return importlib.import_module(f"dlbench.frameworks.{spec.framework}")
+
+
+def run_process(rank, spec_dict, result_path, device_kind):
+    """One process of a run: the protocol above. Rank 0 writes the results."""
+    spec = spec_from_dict(spec_dict)
+    backend = backend_of(spec)
+    placement = backend.setup(spec, device_kind, rank)
+    reporter = placement.rank == 0
+    results = Results(result_path) if reporter else None
+    workload = workload_class(spec)(spec, placement, backend)
+    workload.build()
+    if reporter:
+        results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
+                       **backend.describe(placement))
+    for epoch in range(1, spec.epochs + 1):
+        order = epoch_order(workload.n_train, spec.global_batch, spec.seed, epoch)
+        info = workload.epoch_info(epoch)
+        batches = workload.batches(epoch, placement.local(order))
+        backend.barrier(placement)
+        start = time.perf_counter()
+        loss_sum, steps = None, 0
+        for batch in batches:
+            loss = workload.train_step(batch)
+            if loss is not None:
+                loss_sum = loss if loss_sum is None else loss_sum + loss
+            steps += 1
+        backend.sync(placement)
+        wall_s = time.perf_counter() - start
+        if steps != len(order):
+            raise RuntimeError(f"{spec.framework} ran {steps} steps of an epoch of {len(order)} batches")
+        loss = None
+        if loss_sum is not None:
+            loss = backend.mean_over_processes(backend.to_float(loss_sum), placement) / steps
+        if reporter:
+            eval_start = time.perf_counter()
+            metric = workload.evaluate()
+            results.epoch(epoch=epoch, wall_s=wall_s, samples=steps * spec.global_batch, loss=loss,
+                          metric=metric, eval_s=time.perf_counter() - eval_start, **info)
+        backend.barrier(placement)  # the others wait for the evaluation, outside the clock
+    if reporter:
+        start = time.perf_counter()
+        final = workload.final_evaluation()
+        results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
+        results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement))
+    backend.teardown(placement)
+
+
+def main():
+    """The training process: python -m dlbench.protocol SPEC_FILE RESULT_FILE."""
+    spec_path, result_path = sys.argv[1:3]
+    with open(spec_path) as f:
+        spec_dict = json.load(f)
+    spec = spec_from_dict(spec_dict)
+    backend = backend_of(spec)
+    try:
+        device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)
+        backend.check(spec, device_kind)
+        workload_class(spec).check(spec, device_kind)
+        backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
+    except NotApplicable as reason:
+        write_json(result_path, {"status": "not_applicable", "reason": str(reason), "epochs": []})
+        print(f"not applicable: {reason}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Frameworks may leave non-daemon threads behind (TF's gRPC workers); the results are written.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Typed run specs: everything one run uses, built once from the validated config.
+
+A spec is a frozen dataclass per workload. The workflow builds it (`build_spec`) and hands it
+to the run as JSON (a plain `params:` value, so that Snakemake reruns a run whose spec
+changed); the trainer reads it back with `spec_from_dict`, which fails on a missing or
+unknown key and names it. The whole spec is stored in the run's record.
+
+One name per meaning, in every workload: `model` is the model's hyperparameters, `data` the
+paths of the prepared files a run reads, `batch` the per-device batch, `devices` and
+`strategy` the data-parallel setup (1 and "single" where a workload has no other).
+"""
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+
+
+class SpecError(ValueError):
+    """A spec that cannot be built or read; the message names the key."""
+
+
+@dataclass(frozen=True)
+class Adam:
+    lr: float
+    beta1: float
+    beta2: float
+    eps: float
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    """The learning rate times `factor` every `every_epochs` epochs (IMDB, as the study)."""
+    factor: float
+    every_epochs: int
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every run has."""
+    workload: str
+    framework: str
+    run_id: str
+    repeat: int
+    seed: int
+    device: str          # auto, cpu or gpu
+    devices: int         # devices of the run (N CPU workers on a CPU)
+    strategy: str        # "single" on one device, else the framework's data-parallel engine
+    batch: int           # per device; the global batch is batch x devices
+    threads: int         # CPU threads of the whole run
+    epochs: int          # the first is warm-up, reported apart
+    timeout_s: float
+
+    @property
+    def global_batch(self):
+        return self.batch * self.devices
+
+
+# --- MNIST ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class MnistModel:
+    name: str            # small (402,442 parameters) or large (4,104,202)
+
+
+@dataclass(frozen=True)
+class MnistData:
+    train_images: str
+    train_labels: str
+    test_images: str
+    test_labels: str
+    train_limit: int | None   # the first N samples of a split; None, all
+    test_limit: int | None
+
+
+@dataclass(frozen=True)
+class MnistSpec(Run):
+    model: MnistModel
+    duplicate: int
+    optimizer: Adam
+    data: MnistData
+
+    def point(self):
+        return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
+                "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+
+
+# --- IMDB ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LstmModel:
+    vocabulary: int
+    embedding: int
+    hidden: int
+    maxlen: int
+    classes: int
+
+
+@dataclass(frozen=True)
+class ImdbData:
+    train_sequences: str
+    train_labels: str
+    test_sequences: str
+    test_labels: str
+    train_limit: int | None
+    test_limit: int | None
+
+
+@dataclass(frozen=True)
+class ImdbSpec(Run):
+    model: LstmModel
+    workers: int         # loader workers; 0 loads in the training process
+    grad: str            # dense or sparse embedding gradients
+    optimizer: Adam
+    schedule: StepSchedule
+    data: ImdbData
+
+    def point(self):
+        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "repeat": self.repeat}
+
+
+# --- ChestX-ray ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DenseNetModel:
+    classes: int
+    blocks: tuple[int, ...]
+    growth: int
+    bottleneck: int
+    compression: float
+    init_features: int
+
+
+DENSENET121 = DenseNetModel(classes=14, blocks=(6, 12, 24, 16), growth=32, bottleneck=4, compression=0.5,
+                            init_features=64)
+
+
+@dataclass(frozen=True)
+class ChestXrayData:
+    labels: str          # the prepared label file (image, patient, split, 14 findings)
+    images: str          # the manifest of the preprocessed images (image, path)
+    image_source: str    # "synthetic images" or "NIH images": said in every table and figure
+    size: int            # the preprocessed images are size x size
+    crop: int            # random crop (training), centre crop (evaluation)
+
+
+@dataclass(frozen=True)
+class ChestXraySpec(Run):
+    model: DenseNetModel
+    input: str           # real: files through the framework's loader; synthetic: tensors in memory
+    workers: int
+    optimizer: Adam      # the learning rate is scaled by the device count, as the study did
+    weights: str | None  # ImageNet weights in the framework's own format
+    data: ChestXrayData
+
+    def point(self):
+        return {"input": self.input, "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+
+
+@dataclass(frozen=True)
+class ChestXrayLoaderSpec(Run):
+    """The real-input training loader alone, no model (one device)."""
+    workers: int
+    data: ChestXrayData
+
+    def point(self):
+        return {"workers": self.workers, "repeat": self.repeat}
+
+
+SPEC_TYPES = {"mnist": MnistSpec, "imdb": ImdbSpec, "chestxray": ChestXraySpec,
+              "chestxray-loader": ChestXrayLoaderSpec}
+
+
+# --- reading and writing ---------------------------------------------------------------------------
+
+def _convert(kind, value, where):
+    """value (from JSON) as `kind`, a dataclass, a tuple, an optional or a plain type."""
+    if dataclasses.is_dataclass(kind):
+        return _from_dict(kind, value, where)
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        (kind,) = [a for a in args if a is not type(None)]
+        return _convert(kind, value, where)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise SpecError(f"{where}: expected a list, got {value!r}")
+        return tuple(_convert(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SpecError(f"{where}: expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def _from_dict(cls, data, where):
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    missing = sorted(set(fields) - set(data))
+    if unknown:
+        raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)} for a {cls.__name__}")
+    if missing:
+        raise SpecError(f"{where}: missing key(s) {', '.join(missing)} for a {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    return cls(**{name: _convert(hints[name], data[name], f"{where}.{name}") for name in fields})
+
+
+def spec_from_dict(data):
+    """The typed spec of a dict (a record's spec, or JSON from the workflow)."""
+    if not isinstance(data, dict) or data.get("workload") not in SPEC_TYPES:
+        raise SpecError(f"spec: workload must be one of {', '.join(SPEC_TYPES)}, got "
+                        f"{data.get('workload') if isinstance(data, dict) else data!r}")
+    return _from_dict(SPEC_TYPES[data["workload"]], data, "spec")
+
+
+def spec_to_dict(spec):
+    return dataclasses.asdict(spec)
+
+
+def spec_to_json(spec):
+    """Canonical JSON: the same spec is the same text, so Snakemake sees only real changes."""
+    return json.dumps(spec_to_dict(spec), sort_keys=True, separators=(",", ":"))

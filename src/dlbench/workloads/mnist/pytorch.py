@@ -1,0 +1,68 @@
+"""MNIST CNNs in PyTorch: one device, DistributedDataParallel (gloo/nccl), DataParallel."""
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from dlbench.frameworks import pytorch as backend
+from dlbench.workloads.mnist import Mnist
+
+
+def build_model(name):
+    """The models every framework builds; 402,442 and 4,104,202 parameters."""
+    if name == "small":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(32 * 14 * 14, 64), nn.ReLU(), nn.Linear(64, 10),
+        )
+    if name == "large":
+        return nn.Sequential(
+            nn.Conv2d(1, 128, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(256, 512, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Linear(512 * 3 * 3, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10),
+        )
+    raise ValueError(f"unknown model {name!r}")
+
+
+class PyTorchMnist(Mnist):
+    def build_model(self):
+        torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
+        self.device = backend.device(self.placement)
+        self.model = build_model(self.spec.model.name).to(self.device)
+
+    def build_training(self):
+        self.net = backend.wrap(self.model, self.placement)
+        opt = self.spec.optimizer
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.train_set = TensorDataset(torch.from_numpy(self.train_images), torch.from_numpy(self.train_labels))
+
+    def batches(self, epoch, order):
+        # A DataLoader over index batches: each batch is one vectorised gather (TensorDataset[index]).
+        loader = DataLoader(self.train_set, sampler=[torch.from_numpy(b) for b in order], batch_size=None,
+                            pin_memory=self.placement.device_kind == "gpu")
+        return ((x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)) for x, y in loader)
+
+    def train_step(self, batch):
+        images, labels = batch
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.net(images), labels)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    @torch.no_grad()
+    def predict(self, inputs):
+        self.model.eval()
+        outputs = self.model(torch.from_numpy(inputs).to(self.device)).cpu().numpy()
+        self.model.train()
+        return outputs
+
+    def parameter_count(self):
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def load_weights(self, weights):
+        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
+
+
+WORKLOAD = PyTorchMnist
