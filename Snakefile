@@ -15,6 +15,7 @@ include: "rules/data.smk"
 include: "rules/mnist.smk"
 include: "rules/imdb.smk"
 include: "rules/chestxray.smk"
+include: "rules/runs.smk"
 include: "rules/report.smk"
 
 

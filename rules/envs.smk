@@ -1,15 +1,14 @@
 # Without --use-conda, the workflow builds one venv per env file from its pip list. The
 # venv's folder is named by the file's hash, so an edited env file gets a new venv and the
-# jobs that take its interpreter as input run again; unchanged ones are shared.
+# jobs that take its interpreter as input run again; unchanged ones are shared, also by a
+# second Snakemake installation (nothing here depends on the driver's own path).
 
 
 rule build_venv:
     output:
         f"{VENV_PREFIX}/{{stack}}-{{hash}}/python",
     params:
-        env_file=lambda wildcards: ENVS / f"{wildcards.stack}.yaml",
-        builder=SCRIPTS / "build_venv.py",
-        base_python=sys.executable,
+        env_file=lambda wildcards: str(ENVS / f"{wildcards.stack}.yaml"),
     log:
         "results/logs/envs/{stack}-{hash}.log",
     wildcard_constraints:
@@ -18,4 +17,8 @@ rule build_venv:
     localrule: True
     # Runs in the driver's interpreter: this rule makes the software environments.
     run:
-        shell("{params.base_python} {params.builder} {params.env_file} $(dirname {output}) > {log} 2>&1")
+        shell(
+            "PYTHONPATH={PACKAGE:q} {sys.executable:q} {SCRIPT_DIR:q}/build_venv.py {params.env_file:q}"
+            " {venv:q} > {log:q} 2>&1",
+            venv=str(Path(output[0]).parent),
+        )

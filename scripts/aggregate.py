@@ -1,6 +1,5 @@
 """Validate a workload's run records and write its tidy tables (CSV)."""
 import argparse
-import sys
 from pathlib import Path
 
 from dlbench.tables import (RecordError, environment_rows, load_records, tables, unsuccessful,
@@ -10,7 +9,6 @@ from dlbench.tables import (RecordError, environment_rows, load_records, tables,
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("records", nargs="+", type=Path)
-    parser.add_argument("--sweep-keys", nargs="+", required=True, help="spec keys that form the sweep point")
     parser.add_argument("--runs", required=True, help="one row per run")
     parser.add_argument("--epochs", required=True, help="one row per run and epoch")
     parser.add_argument("--environment", required=True)
@@ -21,12 +19,12 @@ def main():
         records = load_records(args.records)
     except RecordError as err:
         raise SystemExit(f"error: {err}")
-    runs, epochs = tables(records, args.sweep_keys)
+    runs, epochs = tables(records)
     runs.to_csv(args.runs, index=False)
     epochs.to_csv(args.epochs, index=False)
     environment_rows(records).to_csv(args.environment, index=False)
     unsuccessful(runs).to_csv(args.unsuccessful, index=False)
-    utilisation_rows(records, args.sweep_keys).to_csv(args.utilisation, index=False)
+    utilisation_rows(records).to_csv(args.utilisation, index=False)
     counts = runs["status"].value_counts().to_dict()
     print(f"{len(records)} records: {counts}")
 

@@ -145,3 +145,11 @@ def write_json(path, data):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def record_status(path):
+    """The status a record on disk says (ok, failed, not_applicable), None if there is none."""
+    try:
+        return json.loads(Path(path).read_text()).get("status")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -43,20 +43,25 @@ def _flatten(value, prefix):
     return flat
 
 
-def _sweep_point(spec, sweep_keys):
-    return {key: spec.get(key) for key in sweep_keys}
+def point_keys(records):
+    """The sweep point's keys of a set of records, in run-id order."""
+    keys = []
+    for record in records:
+        keys += [key for key in record["point"] if key not in keys]
+    return keys
 
 
-def run_row(record, sweep_keys):
+def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
-    spec, summary = record["spec"], record["summary"]
+    spec, summary, memory = record["spec"], record["summary"], record["memory"]
     device = record["device"] or {}
     final_metric = summary.get("final_metric") or {}
+    data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     return {
         "workload": record["workload"],
         "framework": record["framework"],
         "run_id": record["run_id"],
-        **_sweep_point(spec, sweep_keys),
+        **record["point"],
         "status": record["status"],
         "error": _short_error(record["error"]),
         "framework_version": record["environment"]["framework_version"],
@@ -67,21 +72,24 @@ def run_row(record, sweep_keys):
         "samples_per_s": summary["samples_per_s"],
         "final_loss": summary["final_loss"],
         **{f"final_{name}": value for name, value in final_metric.items()},
-        **{k: v for key, value in record.get("extra", {}).items() for k, v in _flatten(value, key).items()},
-        "peak_rss_bytes": record["memory"]["peak_rss_bytes"],
-        "peak_gpu_bytes": record["memory"]["peak_gpu_bytes"],
-        "train_images_limit": spec.get("train_images"),
+        **{k: v for key, value in record["final"].items() for k, v in _flatten(value, key).items()},
+        "final_eval_s": record["final_eval_s"],
+        "parameters": record["parameters"],
+        "peak_rss_bytes": memory["peak_rss_bytes"],
+        "gpu_process_peak_bytes": memory["gpu_process_peak_bytes"],
+        **{f"gpu_allocator_peak {name}": value for name, value in memory["gpu_allocator_peak"].items()},
+        "train_limit": data.get("train_limit"),
         "wall_s": record["wall_s"],
     }
 
 
-def epoch_rows(record, sweep_keys):
+def epoch_rows(record):
     """One row per run and epoch; a run with no epoch still gets one row, with its status."""
     base = {
         "workload": record["workload"],
         "framework": record["framework"],
         "run_id": record["run_id"],
-        **_sweep_point(record["spec"], sweep_keys),
+        **record["point"],
         "status": record["status"],
     }
     if not record["epochs"]:
@@ -97,6 +105,7 @@ def epoch_rows(record, sweep_keys):
             "loss": epoch["loss"],
             **epoch["metric"],
             "eval_s": epoch["eval_s"],
+            **({"lr": epoch["lr"]} if "lr" in epoch else {}),
         })
     return rows
 
@@ -125,7 +134,7 @@ def environment_rows(records):
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
 
 
-def utilisation_rows(records, sweep_keys):
+def utilisation_rows(records):
     """One row per utilisation sample of each run (GPU columns per GPU, where there are GPUs)."""
     frames = []
     for record in records:
@@ -136,24 +145,24 @@ def utilisation_rows(records, sweep_keys):
         for name in ("gpu_percent", "gpu_memory_bytes"):
             for gpu, series in enumerate(zip(*samples[name])):
                 frame[f"{name}_{gpu}"] = series
-        for key, value in reversed(list(_sweep_point(record["spec"], sweep_keys).items())):
+        for key, value in reversed(list(record["point"].items())):
             frame.insert(0, key, value)
         frame.insert(0, "run_id", record["run_id"])
         frame.insert(0, "framework", record["framework"])
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["framework", "run_id", *sweep_keys, "t_s", "cpu_percent", "rss_bytes"])
+        return pd.DataFrame(columns=["framework", "run_id", *point_keys(records), "t_s", "cpu_percent", "rss_bytes"])
     return pd.concat(frames, ignore_index=True)
 
 
-def tables(records, sweep_keys):
+def tables(records):
     """(runs, epochs) data frames of one workload's records."""
-    runs = pd.DataFrame([run_row(r, sweep_keys) for r in records])
+    runs = pd.DataFrame([run_row(r) for r in records])
     # Whole numbers stay whole where some runs have none (nullable integers).
-    integer_columns = ["epochs", "peak_rss_bytes", "peak_gpu_bytes", "train_images_limit"]
+    integer_columns = ["epochs", "parameters", "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
-    epochs = pd.DataFrame([row for r in records for row in epoch_rows(r, sweep_keys)])
-    order = ["framework", *sweep_keys]
+    epochs = pd.DataFrame([row for r in records for row in epoch_rows(r)])
+    order = ["framework", *point_keys(records)]
     return runs.sort_values(order, ignore_index=True), epochs.sort_values(order + ["epoch"], ignore_index=True)
 
 

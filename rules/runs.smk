@@ -1,0 +1,24 @@
+# Training runs and the framework loader benchmark: one record per sweep point, each run by
+# the harness (dlbench.harness) in its framework's environment. Training jobs take every
+# core and the `training` resource (capped at 1 in profiles/default): never two at once.
+
+
+rule train:
+    output:
+        "results/runs/{workload}/{framework}/{run}.json",
+    input:
+        unpack(run_inputs),
+    params:
+        python=run_python,
+        spec=run_spec,
+    log:
+        "results/logs/runs/{workload}/{framework}/{run}.log",
+    wildcard_constraints:
+        workload="mnist|imdb|chestxray|chestxray-loader",
+    threads: workflow.cores
+    resources:
+        training=1,
+    conda:
+        "../envs/{framework}.yaml"
+    shell:
+        "PYTHONPATH={PACKAGE:q} {params.python:q} -m dlbench.harness --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"

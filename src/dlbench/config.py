@@ -1,0 +1,35 @@
+"""Checks of a validated config that the JSON schema cannot express, naming the key.
+
+The schema (schemas/config.schema.yaml) checks types and fills defaults; here the config
+meets the list of frameworks (dlbench.frameworks) and each framework's strategies.
+"""
+from dlbench.frameworks import FRAMEWORKS
+
+
+class ConfigError(ValueError):
+    """A config value the workflow cannot run; the message names the key."""
+
+
+def check_config(config):
+    """Check the frameworks and strategies; fill each workload's strategies and weights for
+    every framework (a framework left out takes all of its own strategies, and no weights)."""
+    for framework in config["frameworks"]:
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config frameworks: unknown framework {framework!r} "
+                              f"(known: {', '.join(FRAMEWORKS)})")
+    for workload in ("mnist", "chestxray"):
+        strategies = config[workload]["strategies"]
+        for framework, names in strategies.items():
+            if framework not in FRAMEWORKS:
+                raise ConfigError(f"config {workload}.strategies: unknown framework {framework!r}")
+            unknown = [name for name in names if name not in FRAMEWORKS[framework]]
+            if unknown:
+                raise ConfigError(f"config {workload}.strategies.{framework}: unknown strategy {unknown[0]!r} "
+                                  f"({framework} has {', '.join(FRAMEWORKS[framework])})")
+        config[workload]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw])) for fw in FRAMEWORKS}
+    weights = config["chestxray"]["weights"]
+    for framework in weights:
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config chestxray.weights: unknown framework {framework!r}")
+    config["chestxray"]["weights"] = {fw: weights.get(fw) for fw in FRAMEWORKS}
+    return config

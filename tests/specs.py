@@ -1,0 +1,55 @@
+"""Run specs of the smoke preset for tests and by hand:
+
+    python tests/specs.py WORKLOAD FRAMEWORK [KEY=VALUE ...] > spec.json
+
+KEY=VALUE set the grid row's fields (e.g. devices=2 strategy=ddp input=synthetic); the
+default row is the first of the smoke grid on one device.
+"""
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.utils import validate
+
+from dlbench.config import check_config
+from dlbench.specs import spec_to_json
+from dlbench.sweep import chestxray_loader_spec, chestxray_spec, imdb_spec, mnist_spec
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_ROWS = {
+    "mnist": ({"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "strategy": "single", "repeat": 1},
+              mnist_spec),
+    "imdb": ({"batch": 32, "workers": 0, "grad": "dense", "repeat": 1}, imdb_spec),
+    "chestxray": ({"input": "real", "devices": 1, "strategy": "single", "repeat": 1}, chestxray_spec),
+    "chestxray-loader": ({"workers": 0, "repeat": 1}, chestxray_loader_spec),
+}
+
+
+def merged(*paths):
+    """Config files merged as Snakemake merges --configfile (later keys win, recursively)."""
+    def merge(base, other):
+        for key, value in other.items():
+            base[key] = merge(base.get(key, {}), value) if isinstance(value, dict) else value
+        return base
+
+    config = {}
+    for path in paths:
+        merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    return config
+
+
+def smoke_config():
+    config = merged(REPO / "config.yaml", REPO / "presets" / "smoke.yaml")
+    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
+    return check_config(config)
+
+
+def smoke_spec(workload, framework, threads=2, **row):
+    default, build = DEFAULT_ROWS[workload]
+    return build(smoke_config(), {**default, "framework": framework, **row}, threads)
+
+
+if __name__ == "__main__":
+    fields = dict(arg.split("=", 1) for arg in sys.argv[3:])
+    fields = {k: int(v) if v.isdigit() else v for k, v in fields.items()}
+    print(spec_to_json(smoke_spec(sys.argv[1], sys.argv[2], **fields)))
