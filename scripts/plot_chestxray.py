@@ -18,7 +18,7 @@ def read_ok(path):
 
 def train_minutes(epochs):
     """Train + validation minutes of each run (every epoch, first included, as the study timed)."""
-    per_run = epochs.groupby(["framework", "run_id", "data", "devices", "strategy", "repeat"], as_index=False)
+    per_run = epochs.groupby(["framework", "run_id", "input", "devices", "strategy", "repeat"], as_index=False)
     minutes = per_run.agg(train_s=("wall_s", "sum"), validation_s=("eval_s", "sum"))
     minutes["minutes"] = (minutes["train_s"] + minutes["validation_s"]) / 60
     return minutes
@@ -26,7 +26,7 @@ def train_minutes(epochs):
 
 def study_table(minutes):
     """Mean train + validation minutes: framework and devices (rows) by real or synthetic data."""
-    table = minutes.pivot_table(index=["framework", "devices", "strategy"], columns="data", values="minutes",
+    table = minutes.pivot_table(index=["framework", "devices", "strategy"], columns="input", values="minutes",
                                 aggfunc="mean")
     table.columns = [f"{column} data (min)" for column in table.columns]
     return table.reset_index()
@@ -35,7 +35,7 @@ def study_table(minutes):
 def loader_verdict(training, loaders, decode):
     """Which loaders keep a trainer fed: their images/s against the real-data training images/s
     of one device (of the same framework; of the fastest framework for the image libraries)."""
-    fed_rate = training[(training["data"] == "real") & (training["devices"] == 1)]
+    fed_rate = training[(training["input"] == "real") & (training["devices"] == 1)]
     fed_rate = fed_rate.groupby("framework")["samples_per_s"].mean()
     rows = []
     for row in loaders.itertuples():
@@ -53,7 +53,7 @@ def loader_verdict(training, loaders, decode):
 
 def auc_table(training):
     columns = [c for c in training.columns if c.startswith("test_auc_per_finding_")]
-    table = training[["framework", "data", "devices", "strategy", "repeat", "test_auc_macro", *columns]]
+    table = training[["framework", "input", "devices", "strategy", "repeat", "test_auc_macro", *columns]]
     return table.rename(columns={c: c.removeprefix("test_auc_per_finding_") for c in columns})
 
 
@@ -74,7 +74,7 @@ def main():
     loaders, preprocess, decode = (read_ok(p) for p in (args.loader_runs, args.preprocess_runs, args.decode_runs))
 
     minutes = train_minutes(epochs) if not epochs.empty else pd.DataFrame(
-        columns=["framework", "data", "devices", "strategy", "repeat", "minutes"])
+        columns=["framework", "input", "devices", "strategy", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
         pd.DataFrame(columns=["framework", "devices", "strategy"]).to_csv(args.minutes_table, index=False)
     auc = auc_table(training) if "test_auc_macro" in training else pd.DataFrame(columns=["framework"])
@@ -85,7 +85,7 @@ def main():
         no_data(args.outdir / "train-minutes.png", "no successful DenseNet-121 run")
     else:
         minutes["devices"] = minutes["devices"].astype(str) + " (" + minutes["strategy"] + ")"
-        grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="data", col="devices", kind="bar",
+        grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar="sd", height=3.5, aspect=1.2)
         grid.set(xlabel="train + validation (min)", ylabel="")
         save(grid, args.outdir / "train-minutes.png", f"DenseNet-121 on ChestX-ray14 {source}")
@@ -93,7 +93,7 @@ def main():
     if auc.empty or auc["test_auc_macro"].isna().all():
         no_data(args.outdir / "auc.png", "no test AUC (a split with one class only has none)")
     else:
-        auc = auc.assign(run=auc["framework"] + " x" + auc["devices"].astype(str) + " " + auc["data"])
+        auc = auc.assign(run=auc["framework"] + " x" + auc["devices"].astype(str) + " " + auc["input"])
         grid = sns.catplot(data=auc, x="test_auc_macro", y="run", kind="bar", errorbar="sd", height=3.5, aspect=1.4)
         grid.refline(x=0.5, color="grey", linestyle=":")
         grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
@@ -116,7 +116,7 @@ def main():
     else:
         grid = sns.catplot(data=rates, x="samples_per_s", y="loader", hue="workers", col="format", kind="bar",
                            errorbar="sd", palette="viridis", height=3.5, aspect=1.2)
-        fed = training[(training["data"] == "real") & (training["devices"] == 1)]
+        fed = training[(training["input"] == "real") & (training["devices"] == 1)]
         for ax in grid.axes.flat:
             for row in fed.groupby("framework")["samples_per_s"].mean().items():
                 ax.axvline(row[1], color="grey", linestyle=":")
@@ -128,7 +128,7 @@ def main():
     if samples.empty:
         no_data(args.outdir / "utilisation.png", "no utilisation samples")
     else:
-        samples["run"] = samples["data"] + " x" + samples["devices"].astype(str)
+        samples["run"] = samples["input"] + " x" + samples["devices"].astype(str)
         gpu = [c for c in samples.columns if c.startswith("gpu_percent_")]
         long = samples.melt(id_vars=["framework", "run", "t_s"], value_vars=["cpu_percent", *gpu],
                             var_name="device", value_name="utilisation")

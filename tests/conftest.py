@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.envs import env_hash
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
-sys.path.insert(0, str(SCRIPTS))
-
-from dlbench.envs import env_hash  # noqa: E402
+SRC = REPO / "src"
+# The scripts and framework code the tests start import the package as the workflow's jobs do.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
 
 VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs")).expanduser().resolve()
 

@@ -2,22 +2,30 @@ import json
 
 import pytest
 
-from dlbench.sweep import MNIST_COLUMNS, run_id
 from dlbench.record import make_record
+from dlbench.specs import spec_from_dict, spec_to_dict
+from dlbench.sweep import MNIST_COLUMNS
 from dlbench.tables import RecordError, environment_rows, load_records, tables, unsuccessful, utilisation_rows
+from specs import smoke_spec
 
 
-def spec(framework="pytorch", devices=1, strategy="single", repeat=1):
-    point = {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy,
-             "repeat": repeat}
-    return {"workload": "mnist", "framework": framework, "run_id": run_id(point, MNIST_COLUMNS), **point,
-            "epochs": 2, "seed": 1, "device": "auto", "threads": 2, "timeout_s": 60, "train_images": None}
+def point(devices=1, strategy="single", repeat=1):
+    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy, "repeat": repeat}
+
+
+def spec(framework="pytorch", **where):
+    spec = smoke_spec("mnist", framework, **point(**where))
+    return spec_to_dict(spec)
+
+
+def record(spec, result, *args, **kwargs):
+    return make_record(spec, spec_from_dict(spec).point(), result, *args, **kwargs)
 
 
 def result(*epoch_times):
     return {
         "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
-        "threads": {"intra": 2}, "memory": {"peak_rss_bytes": 1000, "peak_gpu_bytes": None},
+        "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {},
         "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "loss": 1.0 / (i + 1),
                     "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1} for i, t in enumerate(epoch_times)],
     }
@@ -33,33 +41,34 @@ def write_records(tmp_path, *records):
 
 
 def test_summary_reports_the_first_epoch_apart_from_the_steady_ones():
-    record = make_record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
-    assert record["status"] == "ok"
-    assert record["summary"]["first_epoch_s"] == 3.0
-    assert record["summary"]["steady_epoch_s"] == pytest.approx(1.5)
-    assert record["summary"]["samples_per_s"] == pytest.approx(400)
+    made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+    assert made["status"] == "ok"
+    assert made["summary"]["first_epoch_s"] == 3.0
+    assert made["summary"]["steady_epoch_s"] == pytest.approx(1.5)
+    assert made["summary"]["samples_per_s"] == pytest.approx(400)
+    assert made["point"] == point() and made["parameters"] == 402_442
 
 
 def test_a_crash_is_failed_with_the_error_and_keeps_finished_epochs():
     partial = result(2.0)
     partial["status"] = "running"
-    record = make_record(spec(), partial, -9, ["Traceback", "MemoryError"], "now", 3.0)
-    assert record["status"] == "failed"
-    assert "exit code -9" in record["error"] and "MemoryError" in record["error"]
-    assert len(record["epochs"]) == 1
+    made = record(spec(), partial, -9, ["Traceback", "MemoryError"], "now", 3.0)
+    assert made["status"] == "failed"
+    assert "exit code -9" in made["error"] and "MemoryError" in made["error"]
+    assert len(made["epochs"]) == 1
 
 
 def test_no_result_at_all_is_failed():
-    record = make_record(spec(), None, 1, ["ImportError: no module named torch"], "now", 1.0)
-    assert record["status"] == "failed" and record["epochs"] == []
+    made = record(spec(), None, 1, ["ImportError: no module named torch"], "now", 1.0)
+    assert made["status"] == "failed" and made["epochs"] == []
 
 
 def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
-    ok = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
-    ok2 = make_record(spec(devices=2, strategy="ddp"), result(4.0, 2.0), 0, [], "now", 6.0)
-    failed = make_record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)
+    ok = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
+    ok2 = record(spec(devices=2, strategy="ddp"), result(4.0, 2.0), 0, [], "now", 6.0)
+    failed = record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)
     records = load_records(write_records(tmp_path, ok, ok2, failed))
-    runs, epochs = tables(records, list(MNIST_COLUMNS))
+    runs, epochs = tables(records)
     assert len(runs) == 3 and len(epochs) == 2 + 2 + 1
     assert set(epochs.columns) >= {"framework", *MNIST_COLUMNS, "epoch", "wall_s", "samples_per_s", "loss",
                                    "test_accuracy"}
@@ -71,9 +80,9 @@ def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
 
 
 def test_an_invalid_record_is_named_with_the_field(tmp_path):
-    record = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
-    record["epochs"][0]["wall_s"] = -1
-    paths = write_records(tmp_path, record)
+    made = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
+    made["epochs"][0]["wall_s"] = -1
+    paths = write_records(tmp_path, made)
     with pytest.raises(RecordError, match=r"0.json: invalid run record at epochs/0/wall_s"):
         load_records(paths)
 
@@ -86,19 +95,22 @@ def test_unreadable_record_is_named(tmp_path):
 
 
 def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
-    record = make_record(spec(), result(3.0, 1.0), 0, [], "now", 5.0, utilisation={
+    made = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0, utilisation={
         "interval_s": 0.5, "cpu_count": 2, "t_s": [0.5, 1.0], "cpu_percent": [50.0, 99.0],
-        "rss_bytes": [10, 20], "gpu_percent": [[10, 20], [30, 40]], "gpu_memory_bytes": [[1, 2], [3, 4]]})
-    [loaded] = load_records(write_records(tmp_path, record))
-    rows = utilisation_rows([loaded], list(MNIST_COLUMNS))
+        "rss_bytes": [10, 20], "gpu_percent": [[10, 20], [30, 40]], "gpu_memory_bytes": [[1, 2], [3, 4]],
+        "gpu_process_bytes": [5, 7]})
+    [loaded] = load_records(write_records(tmp_path, made))
+    rows = utilisation_rows([loaded])
     assert rows["cpu_percent"].tolist() == [50.0, 99.0]
     assert rows["gpu_percent_1"].tolist() == [20, 40]  # one column per GPU
-    assert set(rows["strategy"]) == {"single"} and set(rows["run_id"]) == {record["run_id"]}
+    assert set(rows["strategy"]) == {"single"} and set(rows["run_id"]) == {made["run_id"]}
+    # the peaks come from the samples of the whole process tree, the same for every framework
+    assert loaded["memory"]["peak_rss_bytes"] == 20 and loaded["memory"]["gpu_process_peak_bytes"] == 7
 
 
-def test_extra_results_are_flattened_into_the_runs_table(tmp_path):
+def test_final_results_are_flattened_into_the_runs_table(tmp_path):
     extra = result(3.0, 1.0)
-    extra["test_auc"] = {"macro": 0.75, "per_finding": {"Hernia": None, "Mass": 0.5}}
-    records = load_records(write_records(tmp_path, make_record(spec(), extra, 0, [], "now", 5.0)))
-    runs, _ = tables(records, list(MNIST_COLUMNS))
+    extra["final"] = {"test_auc": {"macro": 0.75, "per_finding": {"Hernia": None, "Mass": 0.5}}}
+    records = load_records(write_records(tmp_path, record(spec(), extra, 0, [], "now", 5.0)))
+    runs, _ = tables(records)
     assert runs.loc[0, "test_auc_macro"] == 0.75 and runs.loc[0, "test_auc_per_finding_Mass"] == 0.5

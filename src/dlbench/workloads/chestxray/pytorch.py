@@ -1,0 +1,269 @@
+"""DenseNet-121 on ChestX-ray14 in PyTorch: one device, DistributedDataParallel, DataParallel.
+
+The model is torchvision's DenseNet-BC, with its module names (so torchvision's ImageNet
+checkpoints load: `load_imagenet_weights`). Input "real": a Dataset keyed by (epoch, index)
+that decodes with PIL (the pillow-simd the environment has) and applies the shared random
+crop, flip and normalisation, in a DataLoader whose persistent workers start in
+build_training. Input "synthetic": the task's random tensors, gathered by index in this
+process, no loader.
+"""
+import re
+from collections import OrderedDict
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
+from dlbench.frameworks import pytorch as backend
+from dlbench.workloads.chestxray import ChestXray
+
+
+# --- the model: DenseNet-BC as torchvision's densenet.py builds it, with its module names -------
+
+class DenseLayer(nn.Module):
+    """BN-ReLU-conv1x1 (bottleneck x growth channels), BN-ReLU-conv3x3 (growth channels)."""
+
+    def __init__(self, in_features, growth, bottleneck):
+        super().__init__()
+        self.norm1 = nn.BatchNorm2d(in_features)
+        self.relu1 = nn.ReLU(inplace=True)
+        self.conv1 = nn.Conv2d(in_features, bottleneck * growth, kernel_size=1, stride=1, bias=False)
+        self.norm2 = nn.BatchNorm2d(bottleneck * growth)
+        self.relu2 = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(bottleneck * growth, growth, kernel_size=3, stride=1, padding=1, bias=False)
+
+    def forward(self, features):
+        bottleneck = self.conv1(self.relu1(self.norm1(torch.cat(features, 1))))
+        return self.conv2(self.relu2(self.norm2(bottleneck)))
+
+
+class DenseBlock(nn.ModuleDict):
+    def __init__(self, layers, in_features, growth, bottleneck):
+        super().__init__()
+        for i in range(layers):
+            self.add_module(f"denselayer{i + 1}", DenseLayer(in_features + i * growth, growth, bottleneck))
+
+    def forward(self, x):
+        features = [x]
+        for layer in self.values():
+            features.append(layer(features))
+        return torch.cat(features, 1)
+
+
+class Transition(nn.Sequential):
+    """BN-ReLU-conv1x1 (compression) and 2x2 average pooling."""
+
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.add_module("norm", nn.BatchNorm2d(in_features))
+        self.add_module("relu", nn.ReLU(inplace=True))
+        self.add_module("conv", nn.Conv2d(in_features, out_features, kernel_size=1, stride=1, bias=False))
+        self.add_module("pool", nn.AvgPool2d(kernel_size=2, stride=2))
+
+
+class DenseNet(nn.Module):
+    """features (conv 7x7/2, BN, ReLU, max pool 3x3/2, dense blocks and transitions, final BN),
+    ReLU, global average pooling, a linear classifier of `classes` logits. Initialised as
+    torchvision initialises it: Kaiming-normal convolutions, BN weight 1 and bias 0, linear
+    bias 0 (the linear weight keeps PyTorch's default)."""
+
+    def __init__(self, classes, blocks, growth, bottleneck, compression, init_features):
+        super().__init__()
+        self.features = nn.Sequential(OrderedDict([
+            ("conv0", nn.Conv2d(3, init_features, kernel_size=7, stride=2, padding=3, bias=False)),
+            ("norm0", nn.BatchNorm2d(init_features)),
+            ("relu0", nn.ReLU(inplace=True)),
+            ("pool0", nn.MaxPool2d(kernel_size=3, stride=2, padding=1)),
+        ]))
+        features = init_features
+        for i, layers in enumerate(blocks):
+            self.features.add_module(f"denseblock{i + 1}", DenseBlock(layers, features, growth, bottleneck))
+            features += layers * growth
+            if i != len(blocks) - 1:
+                out_features = int(features * compression)
+                self.features.add_module(f"transition{i + 1}", Transition(features, out_features))
+                features = out_features
+        self.features.add_module("norm5", nn.BatchNorm2d(features))
+        self.classifier = nn.Linear(features, classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight)
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
+            elif isinstance(m, nn.Linear):
+                nn.init.constant_(m.bias, 0)
+
+    def forward(self, x):
+        out = F.relu(self.features(x), inplace=True)
+        return self.classifier(torch.flatten(F.adaptive_avg_pool2d(out, 1), 1))
+
+
+def build_model(model):
+    """model: the spec's DenseNetModel (DenseNet-121: 6,968,206 parameters with 14 outputs)."""
+    return DenseNet(model.classes, model.blocks, model.growth, model.bottleneck, model.compression,
+                    model.init_features)
+
+
+# torchvision's ImageNet checkpoints name some keys the old way: 'denselayer1.norm.1.weight'.
+LEGACY_KEY = re.compile(r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
+
+
+def load_imagenet_weights(model, path):
+    """ImageNet weights from a torchvision-format state dict (a .pth file): everything but the
+    classifier, which keeps its initialisation (14 outputs, not 1000)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    fixed = {}
+    for key, value in state.items():
+        key = key.removeprefix("module.")
+        legacy = LEGACY_KEY.match(key)
+        fixed[legacy.group(1) + legacy.group(2) if legacy else key] = value
+    fixed = {k: v for k, v in fixed.items() if not k.startswith("classifier.")}
+    missing, unexpected = model.load_state_dict(fixed, strict=False)
+    missing = [k for k in missing if not k.startswith("classifier.") and not k.endswith("num_batches_tracked")]
+    if missing or unexpected:
+        raise ValueError(f"{path}: not DenseNet weights of this shape: missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]} ({len(missing)} and {len(unexpected)} in all)")
+
+
+# --- data --------------------------------------------------------------------------------------
+
+class TrainImages(Dataset):
+    """Key (epoch, index): decode with PIL, random crop and flip (drawn from the seed, the epoch
+    and the index: the same whichever worker or device loads it), normalise."""
+
+    def __init__(self, paths, labels, seed, crop):
+        self.paths, self.labels, self.seed, self.crop = paths, labels, seed, crop
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        image = train_transform(read_image(self.paths[index], "pillow"), sample_rng(self.seed, epoch, index), self.crop)
+        return torch.from_numpy(image), torch.from_numpy(self.labels[index])
+
+
+class EvalImages(Dataset):
+    """Decode with PIL, centre crop, normalise."""
+
+    def __init__(self, paths, crop):
+        self.paths, self.crop = paths, crop
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        return torch.from_numpy(eval_transform(read_image(self.paths[index], "pillow"), self.crop))
+
+
+class EpochKeys(Sampler):
+    """The training loader's batch sampler: the (epoch, index) keys of each index batch of the
+    epoch set last; empty until set_order."""
+
+    def __init__(self):
+        self.epoch, self.order = 0, np.empty((0, 0), dtype=np.int64)
+
+    def set_order(self, epoch, order):
+        self.epoch, self.order = epoch, order
+
+    def __iter__(self):
+        for indices in self.order:
+            yield [(self.epoch, int(index)) for index in indices]
+
+    def __len__(self):
+        return len(self.order)
+
+
+def train_loader(paths, labels, spec, pin_memory):
+    """The real-input training DataLoader and its batch sampler (EpochKeys). Its spec.workers
+    workers start here, once, and are kept across epochs."""
+    sampler = EpochKeys()
+    loader = DataLoader(TrainImages(paths, labels, spec.seed, spec.data.crop), batch_sampler=sampler,
+                        num_workers=spec.workers, pin_memory=pin_memory, persistent_workers=spec.workers > 0)
+    if spec.workers > 0:
+        iter(loader)  # starts the persistent workers now; the sampler is empty, so nothing loads
+    return loader, sampler
+
+
+def on_device(batches, device):
+    """(images, labels) batches moved to the device, lazily: nothing loads before iteration."""
+    for images, labels in batches:
+        yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
+
+
+class PyTorchChestXray(ChestXray):
+    def build_model(self):
+        torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
+        self.device = backend.device(self.placement)
+        self.model = build_model(self.spec.model)
+        if self.spec.weights:
+            load_imagenet_weights(self.model, self.spec.weights)
+        self.model.to(self.device)
+
+    def build_training(self):
+        gpu = self.placement.device_kind == "gpu"
+        if gpu:
+            torch.backends.cudnn.benchmark = True  # fixed input size, as the study's PyTorch notebook
+        self.net = backend.wrap(self.model, self.placement)
+        opt = self.spec.optimizer
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate,
+                                          betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        self.loss_fn = nn.BCEWithLogitsLoss()
+        self.pin_memory = gpu
+        if self.spec.input == "synthetic":
+            self.images = torch.from_numpy(self.synthetic_images)
+            self.labels = torch.from_numpy(self.synthetic_labels)
+        else:
+            self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec, gpu)
+
+    def batches(self, epoch, order):
+        if self.spec.input == "synthetic":
+            return on_device(self._synthetic_batches(order), self.device)
+        self.sampler.set_order(epoch, order)
+        return on_device(self.loader, self.device)
+
+    def _synthetic_batches(self, order):
+        """This process's batches of the in-memory set, gathered by index (no loader)."""
+        for indices in order:
+            index = torch.from_numpy(indices)
+            images, labels = self.images.index_select(0, index % len(self.images)), self.labels.index_select(0, index)
+            if self.pin_memory:
+                images, labels = images.pin_memory(), labels.pin_memory()
+            yield images, labels
+
+    def train_step(self, batch):
+        images, labels = batch
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.net(images), labels)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def eval_inputs(self, paths):
+        loader = DataLoader(EvalImages(paths, self.spec.data.crop), batch_size=self.spec.batch,
+                            num_workers=self.spec.workers)
+        for images in loader:
+            yield images.numpy()
+
+    @torch.no_grad()
+    def predict(self, inputs):
+        self.model.eval()
+        images = torch.from_numpy(np.ascontiguousarray(inputs, dtype=np.float32)).to(self.device)
+        outputs = self.model(images).cpu().numpy()
+        self.model.train()
+        return outputs
+
+    def parameter_count(self):
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def load_weights(self, weights):
+        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
+
+
+WORKLOAD = PyTorchChestXray

@@ -1,0 +1,102 @@
+"""MNIST CNNs in MXNet Gluon: one context, or data parallel over N contexts of one process
+(the Trainer sums the contexts' gradients in a KVStore).
+
+mxnet is imported inside the functions: its thread pools read the thread variables that the
+backend's setup sets, once, at import.
+"""
+import numpy as np
+
+from dlbench.frameworks import mxnet as backend
+from dlbench.workloads.mnist import Mnist
+
+
+def build_model(name):
+    """The models every framework builds; 402,442 and 4,104,202 parameters."""
+    from mxnet.gluon import nn
+
+    net = nn.HybridSequential()
+    if name == "small":
+        net.add(
+            nn.Conv2D(32, 3, padding=1, in_channels=1, activation="relu"), nn.MaxPool2D(2), nn.Flatten(),
+            nn.Dense(64, in_units=32 * 14 * 14, activation="relu"), nn.Dense(10, in_units=64),
+        )
+    elif name == "large":
+        net.add(
+            nn.Conv2D(128, 3, padding=1, in_channels=1, activation="relu"), nn.MaxPool2D(2),
+            nn.Conv2D(256, 3, padding=1, in_channels=128, activation="relu"), nn.MaxPool2D(2),
+            nn.Conv2D(512, 3, padding=1, in_channels=256, activation="relu"), nn.MaxPool2D(2), nn.Flatten(),
+            nn.Dense(512, in_units=512 * 3 * 3, activation="relu"), nn.Dense(512, in_units=512, activation="relu"),
+            nn.Dense(10, in_units=512),
+        )
+    else:
+        raise ValueError(f"unknown model {name!r}")
+    return net
+
+
+def torch_order(name):
+    """(layer index, weight before bias) of a PyTorch nn.Sequential parameter name."""
+    index, kind = name.split(".")
+    return int(index), ("weight", "bias").index(kind)
+
+
+class MXNetMnist(Mnist):
+    def build_model(self):
+        import mxnet as mx
+
+        self.contexts = backend.contexts(self.placement)
+        mx.random.seed(self.spec.seed)
+        self.model = build_model(self.spec.model.name)
+        # Glorot uniform (Keras's default) rather than Gluon's Uniform(0.07), which is far too
+        # wide for the 4608-input layers of the large model.
+        self.model.initialize(mx.init.Xavier(), ctx=self.contexts)
+        # static_alloc only: with static_shape, every change between the evaluation and the
+        # training batch shape would re-plan the graph inside the timed epoch.
+        self.model.hybridize(static_alloc=True)
+
+    def build_training(self):
+        import mxnet as mx
+        from mxnet import gluon
+
+        self.trainer = backend.make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        # The training split in this process's memory (shared with the numpy arrays, not
+        # copied); labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet.
+        self.images = mx.nd.from_numpy(self.train_images, zero_copy=True)
+        self.labels = mx.nd.array(self.train_labels, dtype="float32")
+
+    def batches(self, epoch, order):
+        import mxnet as mx
+
+        indices = mx.nd.array(order, dtype="int64")
+        # One vectorised gather per batch (take along the sample axis), in this process.
+        return ((mx.nd.take(self.images, indices[i]), mx.nd.take(self.labels, indices[i]))
+                for i in range(len(order)))
+
+    def train_step(self, batch):
+        images, labels = batch
+        return backend.train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
+
+    def predict(self, inputs):
+        import mxnet as mx
+
+        return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
+
+    def parameter_count(self):
+        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")
+
+    def load_weights(self, weights):
+        """PyTorch's layouts are MXNet's (OIHW kernels, Dense (out, in), NCHW flatten): the
+        parameters map one to one, in order."""
+        import mxnet as mx
+
+        names = sorted(weights, key=torch_order)
+        params = list(self.model.collect_params().values())
+        if len(names) != len(params):
+            raise ValueError(f"{len(names)} PyTorch arrays for {len(params)} Gluon parameters")
+        for name, param in zip(names, params):
+            if tuple(weights[name].shape) != tuple(param.shape):
+                raise ValueError(f"{name} has shape {weights[name].shape}, {param.name} {param.shape}")
+            param.set_data(mx.nd.array(weights[name], dtype="float32"))
+
+
+WORKLOAD = MXNetMnist

@@ -1,0 +1,89 @@
+"""Typed specs, code provenance and the one list of frameworks."""
+import json
+import re
+
+import pytest
+
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.protocol import epoch_order, resolve_device, FrameworkError, NotApplicable
+from dlbench.provenance import code_files
+from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
+from conftest import REPO
+from specs import smoke_spec
+
+WORKLOADS = ("mnist", "imdb", "chestxray", "chestxray-loader")
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_a_spec_survives_json_and_its_point_is_its_run_id(workload):
+    spec = smoke_spec(workload, "tensorflow")
+    again = spec_from_dict(json.loads(spec_to_json(spec)))
+    assert again == spec
+    assert spec.run_id == "_".join(f"{k}~{v}" for k, v in spec.point().items())
+
+
+def test_one_name_per_meaning_in_every_workload():
+    for workload in ("mnist", "imdb", "chestxray"):
+        spec = spec_to_dict(smoke_spec(workload, "pytorch"))
+        assert isinstance(spec["model"], dict) and isinstance(spec["data"], dict), workload
+        assert {"batch", "devices", "strategy", "threads", "epochs", "seed"} <= set(spec), workload
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda s: s.pop("epochs"), "spec: missing key(s) epochs"),
+    (lambda s: s.update(epoch=3), "spec: unknown key(s) epoch"),
+    (lambda s: s["model"].update(name=3), "spec.model.name: expected str"),
+    (lambda s: s["optimizer"].pop("lr"), "spec.optimizer: missing key(s) lr"),
+    (lambda s: s.update(batch="64"), "spec.batch: expected int"),
+    (lambda s: s.update(workload="cifar"), "workload must be one of"),
+])
+def test_a_wrong_key_fails_where_the_spec_is_read_naming_it(change, message):
+    spec = spec_to_dict(smoke_spec("mnist", "pytorch"))
+    change(spec)
+    with pytest.raises(SpecError, match=re.escape(message)):
+        spec_from_dict(spec)
+
+
+def test_every_framework_reads_the_same_order_and_each_device_its_slice():
+    order = epoch_order(100, 8, seed=1, epoch=2)
+    assert order.shape == (12, 8) and len(set(order.ravel())) == 96
+    assert (order == epoch_order(100, 8, seed=1, epoch=2)).all()
+    assert not (order == epoch_order(100, 8, seed=1, epoch=3)).all()
+
+
+def test_devices_are_resolved_the_same_way_for_every_framework():
+    assert resolve_device("x", "auto", visible_gpus=0, machine_gpus=0, devices=2) == "cpu"
+    assert resolve_device("x", "auto", visible_gpus=4, machine_gpus=4, devices=2) == "gpu"
+    assert resolve_device("x", "cpu", visible_gpus=4, machine_gpus=4, devices=2) == "cpu"
+    with pytest.raises(FrameworkError, match="mxnet sees 0 GPU"):
+        resolve_device("mxnet", "auto", visible_gpus=0, machine_gpus=1, devices=1)
+    with pytest.raises(NotApplicable):
+        resolve_device("x", "gpu", visible_gpus=1, machine_gpus=1, devices=2)
+
+
+def test_a_run_s_code_is_what_it_imports():
+    src = REPO / "src"
+    files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=["dlbench.harness", "dlbench.protocol",
+                                                                          "dlbench.frameworks.pytorch",
+                                                                          "dlbench.workloads.mnist.pytorch"])}
+    assert {"dlbench/protocol.py", "dlbench/harness.py", "dlbench/frameworks/pytorch.py",
+            "dlbench/workloads/mnist/__init__.py", "dlbench/workloads/mnist/pytorch.py",
+            "dlbench/specs.py", "dlbench/record.py"} <= files
+    assert not any("tensorflow" in f or "imdb" in f for f in files)
+    script = {str(p).rsplit("/", 2)[-1] for p in code_files(src, scripts=[REPO / "scripts" / "prepare_mnist.py"])}
+    assert {"prepare_mnist.py", "mnist.py", "errors.py"} <= script
+
+
+def test_the_frameworks_are_listed_in_one_place():
+    """Adding a framework: its line in dlbench/frameworks/__init__.py, its backend, its env
+    file and one module per workload; no rule, schema or config lists the frameworks."""
+    for name in FRAMEWORKS:
+        assert (REPO / "envs" / f"{name}.yaml").is_file(), name
+        assert (REPO / "src" / "dlbench" / "frameworks" / f"{name}.py").is_file(), name
+        for workload in WORKLOADS:
+            module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "_") / f"{name}.py"
+            assert module.is_file(), module
+    listed = re.compile(r"\b(" + "|".join(FRAMEWORKS) + r")\b")
+    for path in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), REPO / "schemas" / "config.schema.yaml",
+                 REPO / "src" / "dlbench" / "sweep.py", REPO / "src" / "dlbench" / "config.py"]:
+        assert not listed.search(path.read_text()), f"{path} names a framework"
