@@ -8,10 +8,7 @@ default row is the first of the smoke grid on one device.
 import sys
 from pathlib import Path
 
-import yaml
-from snakemake.utils import validate
-
-from dlbench.config import check_config
+from dlbench.config import load_config
 from dlbench.specs import spec_to_json
 from dlbench.sweep import chestxray_loader_spec, chestxray_spec, imdb_spec, mnist_spec
 
@@ -25,23 +22,8 @@ DEFAULT_ROWS = {
 }
 
 
-def merged(*paths):
-    """Config files merged as Snakemake merges --configfile (later keys win, recursively)."""
-    def merge(base, other):
-        for key, value in other.items():
-            base[key] = merge(base.get(key, {}), value) if isinstance(value, dict) else value
-        return base
-
-    config = {}
-    for path in paths:
-        merge(config, yaml.safe_load(Path(path).read_text()) or {})
-    return config
-
-
 def smoke_config():
-    config = merged(REPO / "config.yaml", REPO / "presets" / "smoke.yaml")
-    validate(config, str(REPO / "schemas" / "config.schema.yaml"))
-    return check_config(config)
+    return load_config(REPO / "config.yaml", REPO / "presets" / "smoke.yaml")
 
 
 def smoke_spec(workload, framework, threads=2, **row):

@@ -33,3 +33,24 @@ def check_config(config):
             raise ConfigError(f"config chestxray.weights: unknown framework {framework!r}")
     config["chestxray"]["weights"] = {fw: weights.get(fw) for fw in FRAMEWORKS}
     return config
+
+
+def load_config(*paths):
+    """Config files merged as Snakemake merges --configfile (later keys win, recursively),
+    validated against the schema (which fills the defaults) and checked. For code that
+    runs outside the workflow (benchmarks, tests); it needs the driver's snakemake."""
+    from pathlib import Path
+
+    import yaml
+    from snakemake.utils import validate
+
+    def merge(base, other):
+        for key, value in other.items():
+            base[key] = merge(base.get(key, {}), value) if isinstance(value, dict) else value
+        return base
+
+    config = {}
+    for path in paths:
+        merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    validate(config, str(Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"))
+    return check_config(config)

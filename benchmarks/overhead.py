@@ -1,0 +1,101 @@
+"""The harness's overhead: the harness and the framework's bare loop, alternately, on one point.
+
+    python benchmarks/overhead.py --workload mnist --framework pytorch [--rounds 3] [--epochs 4]
+        [--configfile config.yaml ...] [--out overhead.csv]
+
+Both run the same model, batch, threads and data in the same environment, one device, with
+no other training job running: the harness as the workflow runs it (python -m
+dlbench.harness: a child process, the shared protocol, evaluation after every epoch, timed
+apart), the bare loop as a tutorial would write it (benchmarks/<workload>/<framework>.py).
+Each round runs both, in alternating order (ABBA), so that drift of the machine falls on
+both. Steady throughput is samples/s over the epochs after the first. Prints, per round,
+harness / bare, then their median and range over the rounds; 1.0 means no overhead.
+Run it after the workflow has prepared the data of the config (snakemake --cores all).
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.config import load_config
+from dlbench.envs import env_hash
+from dlbench.specs import spec_to_json
+from dlbench.sweep import chestxray_spec, imdb_spec, mnist_spec
+
+REPO = Path(__file__).resolve().parents[1]
+# The point compared: one device, data in memory where the workload offers it.
+POINTS = {
+    "mnist": ({"model": "small", "duplicate": 1, "devices": 1, "strategy": "single", "repeat": 1}, mnist_spec),
+    "imdb": ({"workers": 0, "grad": "dense", "repeat": 1}, imdb_spec),
+    "chestxray": ({"input": "synthetic", "devices": 1, "strategy": "single", "repeat": 1}, chestxray_spec),
+}
+
+
+def steady_throughput(epochs):
+    steady = epochs[1:]
+    return sum(e["samples"] for e in steady) / sum(e["wall_s"] for e in steady)
+
+
+def run_harness(python, spec_json, workdir):
+    out = Path(workdir) / "record.json"
+    subprocess.run([python, "-m", "dlbench.harness", "--spec", spec_json, "--out", str(out)], check=True, cwd=REPO,
+                   capture_output=True)
+    record = json.loads(out.read_text())
+    if record["status"] != "ok":
+        raise SystemExit(f"the harness run failed: {record['error']}")
+    return steady_throughput(record["epochs"])
+
+
+def run_bare(python, spec_json, workload, framework, workdir):
+    spec_file = Path(workdir) / "spec.json"
+    spec_file.write_text(spec_json)
+    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"{framework}.py"), str(spec_file)],
+                          check=True, cwd=REPO, capture_output=True, text=True)
+    return steady_throughput([json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", required=True, choices=POINTS)
+    parser.add_argument("--framework", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is warm-up")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--configfile", nargs="+", default=[REPO / "config.yaml"])
+    parser.add_argument("--out", type=Path, help="append a CSV row per round here")
+    args = parser.parse_args()
+    config = load_config(*args.configfile)
+    config[args.workload]["epochs"] = args.epochs
+    row, build = POINTS[args.workload]
+    batch = {"mnist": config["mnist"]["batch_sizes"][0], "imdb": config["imdb"]["batch_sizes"][0]}
+    row = {**row, "framework": args.framework, **({"batch": batch[args.workload]} if args.workload in batch else {})}
+    spec_json = spec_to_json(build(config, row, args.threads))
+    venvs = Path(config["venv_prefix"] or "~/.cache/dlbench/venvs").expanduser()
+    python = str(venvs / f"{args.framework}-{env_hash(REPO / 'envs' / f'{args.framework}.yaml')}" / "python")
+    ratios = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for round_ in range(1, args.rounds + 1):
+            order = ("harness", "bare") if round_ % 2 else ("bare", "harness")
+            rates = {}
+            for kind in order:
+                rates[kind] = (run_harness(python, spec_json, workdir) if kind == "harness"
+                               else run_bare(python, spec_json, args.workload, args.framework, workdir))
+            ratios.append(rates["harness"] / rates["bare"])
+            print(f"{args.workload} {args.framework} round {round_}: harness {rates['harness']:.1f}/s, "
+                  f"bare {rates['bare']:.1f}/s, ratio {ratios[-1]:.3f}", flush=True)
+            if args.out:
+                new = not args.out.exists()
+                with open(args.out, "a") as f:
+                    if new:
+                        f.write("workload,framework,round,harness_per_s,bare_per_s,ratio\n")
+                    f.write(f"{args.workload},{args.framework},{round_},{rates['harness']:.3f},"
+                            f"{rates['bare']:.3f},{ratios[-1]:.4f}\n")
+    print(f"{args.workload} {args.framework}: harness / bare {statistics.median(ratios):.3f} "
+          f"(median of {len(ratios)} rounds, range {min(ratios):.3f} to {max(ratios):.3f})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

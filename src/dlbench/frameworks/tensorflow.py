@@ -1,0 +1,263 @@
+"""TensorFlow's backend: devices, processes, strategies and the device sync (the contract:
+dlbench.protocol), and what the TensorFlow workload modules share (input pipelines, the step).
+
+Strategies: "single" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
+devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiworker"
+(MultiWorkerMirroredStrategy, one worker process per device, started by `launch` with a
+TF_CONFIG cluster on 127.0.0.1).
+
+Training is a custom loop over a distributed dataset: `distribute` builds the epoch's
+`strategy.distribute_datasets_from_function` input (replica r of a process takes shard r of
+each of the process's batches), and `make_train_step` a tf.function that runs one
+`strategy.run(step)` on one distributed batch. The harness owns the loop and calls the step
+once per batch, as Keras' fit does with steps_per_execution=1 (the old scripts traced a whole
+epoch into one graph; the shared protocol needs the loop in Python).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import traceback
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from dlbench.protocol import Placement, shard
+
+STRATEGIES = ("single", "mirrored", "multiworker")
+WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
+MEMORY_MEASURE = "tf.config.experimental.get_memory_info(GPU:0).peak"
+
+
+def version():
+    return tf.__version__
+
+
+def visible_gpus():
+    return len(tf.config.list_physical_devices("GPU"))  # lists them without starting the runtime
+
+
+def check(spec, device_kind):
+    if spec.strategy not in STRATEGIES:
+        raise ValueError(f"unknown TensorFlow strategy {spec.strategy!r}, expected one of {STRATEGIES}")
+    if spec.strategy == "single" and spec.devices != 1:
+        raise ValueError("the single strategy runs on one device")
+
+
+# --- processes -----------------------------------------------------------------------------------
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:  # all bound at once, so that the ports differ
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _launch_workers(n):
+    """This training process's command once per device, as MultiWorkerMirroredStrategy workers;
+    wait for worker 0 (which writes the results), fail when any worker fails."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(n)]}
+    workers = [
+        subprocess.Popen([sys.executable, "-m", "dlbench.protocol", *sys.argv[1:]], stdin=subprocess.PIPE, env={
+            **os.environ, WORKER_ENV: str(i),
+            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        })
+        for i in range(n)
+    ]
+    chief, others = workers[0], workers[1:]
+    try:
+        while chief.poll() is None:
+            failed = {i: w.returncode for i, w in enumerate(workers) if w.poll() not in (None, 0)}
+            if failed:  # the others would wait for it in their collectives: stop them
+                raise RuntimeError(f"TensorFlow worker(s) failed, index: exit code {failed}")
+            time.sleep(0.2)
+        if chief.returncode != 0:
+            raise RuntimeError(f"TensorFlow worker 0 failed with exit code {chief.returncode}")
+        for w in others:  # let them go (see teardown)
+            w.stdin.close()
+        for w in others:
+            w.wait(timeout=60)
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+
+
+def launch(spec, target, args):
+    """target(worker, *args): here, or in each of N worker processes (multiworker on N > 1 devices)."""
+    worker = os.environ.get(WORKER_ENV)
+    if worker is not None:
+        try:
+            target(int(worker), *args)
+        except BaseException:
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)  # not a normal exit, which can hang on TF's gRPC threads
+    elif spec.strategy == "multiworker" and spec.devices > 1:
+        _launch_workers(spec.devices)
+    else:
+        target(0, *args)
+
+
+def setup(spec, device_kind, rank):
+    """Threads and devices of this process, before anything starts TF's runtime; then the strategy."""
+    processes = spec.devices if spec.strategy == "multiworker" else 1
+    local = spec.devices // processes  # replicas this process drives
+    threads = max(1, spec.threads // processes)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(local)  # enough to run the local replicas side by side
+    gpus = tf.config.list_physical_devices("GPU")
+    if device_kind == "gpu":
+        names = [tf.config.experimental.get_device_details(g).get("device_name") for g in gpus[:spec.devices]]
+        tf.config.set_visible_devices(gpus[rank:rank + 1] if processes > 1 else gpus[:local], "GPU")
+        devices = [f"/gpu:{i}" for i in range(local)]
+    else:
+        names = []
+        tf.config.set_visible_devices([], "GPU")
+        if local > 1:  # MirroredStrategy on a CPU: one logical device per replica
+            cpu, = tf.config.list_physical_devices("CPU")
+            tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * local)
+        devices = [f"/cpu:{i}" for i in range(local)]
+    if spec.strategy == "single":
+        strategy = tf.distribute.OneDeviceStrategy(devices[0])
+    elif spec.strategy == "mirrored":
+        strategy = tf.distribute.MirroredStrategy(devices)
+    else:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()  # the cluster comes from TF_CONFIG
+    return Placement(rank=rank, processes=processes, device_kind=device_kind, local_devices=local,
+                     threads=threads, handles={"strategy": strategy, "names": names,
+                                               "worker_sum": _make_worker_sum(strategy)})
+
+
+def strategy(placement):
+    return placement.handles["strategy"]
+
+
+def _make_worker_sum(strategy):
+    """A tf.function: the sum of one number from each worker process (one replica each); a barrier, too."""
+    @tf.function(input_signature=[tf.TensorSpec((), tf.float64)])
+    def sum_over_workers(value):
+        return strategy.reduce("SUM", strategy.run(tf.identity, args=(value,)), axis=None)
+
+    return sum_over_workers
+
+
+def barrier(placement):
+    if placement.processes > 1:
+        placement.handles["worker_sum"](tf.constant(0.0, tf.float64))
+
+
+def sync(placement):
+    if placement.device_kind == "gpu":
+        tf.test.experimental.sync_devices()
+    barrier(placement)
+
+
+def to_float(value):
+    return float(value)
+
+
+def mean_over_processes(value, placement):
+    if placement.processes == 1:
+        return value
+    return float(placement.handles["worker_sum"](tf.constant(value, tf.float64))) / placement.processes
+
+
+def gpu_allocator_peak(placement):
+    if placement.device_kind != "gpu":
+        return {}
+    return {MEMORY_MEASURE: tf.config.experimental.get_memory_info("GPU:0")["peak"]}
+
+
+def describe(placement):
+    build = tf.sysconfig.get_build_info()
+    gpu = placement.device_kind == "gpu"
+    return {
+        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+                   "names": placement.handles["names"]},
+        "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                    "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),
+                    "processes": placement.processes},
+        "keras": keras.__version__,
+        "cuda": build.get("cuda_version") if gpu else None, "cudnn": build.get("cudnn_version") if gpu else None,
+    }
+
+
+def teardown(placement):
+    if placement.processes > 1 and placement.rank != 0:
+        # Outlive worker 0, so that it never waits on a peer that is gone (TF's coordination
+        # service fails a cluster whose task left); the launcher closes our stdin once worker 0
+        # has exited.
+        sys.stdin.read()
+
+
+# --- what the workload modules share -------------------------------------------------------------
+
+def host_tensor(array):
+    """A numpy array as a tensor in host memory, for tf.data to gather from (no device copy)."""
+    with tf.device("/cpu:0"):
+        return tf.constant(array)
+
+
+def loader_options(workers):
+    """tf.data options of a loader with `workers` workers: each map call in one thread
+    (max_intra_op_parallelism 1) and no parallelism or prefetch that tf.data would add itself
+    (map_parallelization, inject_prefetch off), so that with 0 workers it loads in the
+    consuming thread; with workers > 0, a private pool of `workers` threads runs the maps."""
+    options = tf.data.Options()
+    options.threading.max_intra_op_parallelism = 1
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.inject_prefetch = False
+    if workers:
+        options.threading.private_threadpool_size = workers  # not the compute threads' pools
+    return options
+
+
+def distribute(placement, order, make_dataset, prefetch):
+    """The epoch's order as a distributed dataset: replica r of this process takes shard r
+    (dlbench.protocol.shard) of each of the process's batches.
+
+    order: this process's index batches (n_batches, process batch). make_dataset(shards):
+    shards is an int array (n_batches x local replicas, per-replica batch) in the order the
+    replicas take them (round robin); it returns a tf.data.Dataset with one element (a
+    per-replica batch) per row. prefetch: whether the distributed iterator keeps one batch per
+    replica ready on its device (tf.distribute's default); False loads each batch when the step
+    asks for it, as a loader without workers does.
+    """
+    def dataset_fn(context):
+        local = context.num_replicas_in_sync // context.num_input_pipelines
+        return make_dataset(np.stack([shard(b, r, local) for b in order for r in range(local)]))
+
+    options = None if prefetch else tf.distribute.InputOptions(experimental_per_replica_buffer_size=0)
+    return strategy(placement).distribute_datasets_from_function(dataset_fn, options)
+
+
+def make_train_step(placement, replica_step):
+    """A tf.function of one distributed batch: strategy.run(replica_step) and the mean loss of
+    this process's batch, on the device (no cross-worker reduction per step).
+
+    replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
+    tf.distribute (so that the gradients summed over replicas are the global batch's mean):
+    the process's mean is the sum of its replicas' losses times replicas / local replicas.
+    Fixed batch shapes: traced once.
+    """
+    dist = strategy(placement)
+
+    @tf.function(reduce_retracing=True)
+    def train_step(batch):
+        losses = dist.experimental_local_results(dist.run(replica_step, args=batch))
+        return tf.add_n(losses) * (dist.num_replicas_in_sync / len(losses))
+
+    return train_step
+
+
+def make_adam(spec, learning_rate):
+    opt = spec.optimizer
+    return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
