@@ -151,6 +151,7 @@ WHEELS = wheel_sources()
 # the code it runs as inputs. A change to any of them reruns exactly the runs it touches.
 
 THREADS = workflow.cores  # each training job takes every core: they never run side by side
+TRAINING_LOCK = "results/training.lock"
 MNIST = config["mnist"]
 IMDB = config["imdb"]
 CHESTXRAY = config["chestxray"]

@@ -1,6 +1,7 @@
 # Training runs and the framework loader benchmark: one record per sweep point, each run by
 # the harness (dlbench.harness) in its framework's environment. Training jobs take every
-# core and the `training` resource (capped at 1 in profiles/default): never two at once.
+# core and the `training` resource (capped at 1 in profiles/default): never two at once in
+# one invocation; the harness's lock (TRAINING_LOCK) keeps apart those of two invocations.
 
 
 rule train:
@@ -20,5 +21,7 @@ rule train:
         training=1,
     conda:
         "../envs/{framework}.yaml"
+    # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} -m dlbench.harness --spec {params.spec:q} --out {output:q} > {log:q} 2>&1"
+        "exec env PYTHONPATH={PACKAGE:q} {params.python:q} -m dlbench.harness --spec {params.spec:q}"
+        " --out {output:q} --lock {TRAINING_LOCK:q} > {log:q} 2>&1"

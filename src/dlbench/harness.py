@@ -6,11 +6,18 @@ past the timeout or a kill by the kernel still ends in a record with status 'fai
 the error; the epochs that finished before are kept. Memory and utilisation are sampled
 here, over the child's whole process tree (loader workers included), the same way for
 every framework.
+
+Nothing outlives the run: the training runs in a process group of its own, which is killed
+when the harness exits or is stopped (SIGTERM, SIGINT, SIGHUP); the harness ends when the
+process that started it (Snakemake) ends, and the training when the harness does, even by
+kill -9. With --lock, the harness holds an exclusive lock on that file for the whole
+training, so training runs never overlap, even across Snakemake invocations; the record is
+written under the lock.
 """
 import argparse
 import collections
+import fcntl
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -21,8 +28,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dlbench.monitor import UtilisationSampler
+from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import make_record, write_json
 from dlbench.specs import spec_from_dict
+
+
+class Stopped(Exception):
+    """The harness was asked to stop: the training is killed and no record is written."""
 
 STDERR_TAIL_LINES = 40
 SAMPLE_INTERVAL_S = 0.5
@@ -41,7 +53,7 @@ def train_in_child(spec, workdir):
     spec_path.write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "dlbench.protocol", str(spec_path), str(result_path)]
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
-    # A session of its own, so that a timeout kills the workers the training started too.
+    # A session of its own: killing its group ends the workers the training started too.
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
@@ -50,9 +62,10 @@ def train_in_child(spec, workdir):
     try:
         code = proc.wait(timeout=spec["timeout_s"])
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         code = None
+    finally:  # also on Stopped: nothing of the training outlives this
+        kill_group(proc.pid)
+        proc.wait()
     utilisation = sampler.stop()
     reader.join(timeout=10)
     if code is None:
@@ -61,20 +74,47 @@ def train_in_child(spec, workdir):
     return result, code, list(tail), utilisation
 
 
+def _stop(signum, frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+def exclusive(lock_path):
+    """An open file holding an exclusive lock on lock_path (waiting for it if another run holds it)."""
+    Path(lock_path).parent.mkdir(parents=True, exist_ok=True)
+    lock = open(lock_path, "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"waiting for {lock_path}: another training run holds it", file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="the run's spec as JSON text")
     parser.add_argument("--out", required=True, help="the record to write")
+    parser.add_argument("--lock", help="hold an exclusive lock on this file for the whole run")
     args = parser.parse_args()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    if not die_with_parent(signal.SIGTERM):
+        raise SystemExit("the process that started this run has ended")
     spec = json.loads(args.spec)
     point = spec_from_dict(spec).point()  # a bad spec fails here, naming the key, before anything runs
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="dlbench-") as workdir:
-        result, code, tail, utilisation = train_in_child(spec, workdir)
-    record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, record)
+    try:
+        lock = exclusive(args.lock) if args.lock else None
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="dlbench-") as workdir:
+            result, code, tail, utilisation = train_in_child(spec, workdir)
+        record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        write_json(args.out, record)
+    except Stopped as signal_name:
+        raise SystemExit(f"{spec['run_id']}: stopped by {signal_name}; the training was killed, no record written")
+    if lock is not None:
+        lock.close()
     print(f"{spec['run_id']}: {record['status']}", file=sys.stderr)
 
 

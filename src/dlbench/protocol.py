@@ -53,12 +53,16 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
 import importlib
 import json
 import os
+import shutil
+import signal
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
 
@@ -245,9 +249,22 @@ def run_process(rank, spec_dict, result_path, device_kind):
     backend.teardown(placement)
 
 
+def _end_with_harness(spec_path):
+    """When the harness ends (even by kill -9), this process gets SIGTERM: remove the run's
+    temporary folder and kill this process group (data-parallel ranks, loader workers)."""
+    def handler(signum, frame):
+        shutil.rmtree(Path(spec_path).parent, ignore_errors=True)
+        kill_group(os.getpgid(0))
+
+    signal.signal(signal.SIGTERM, handler)
+    if not die_with_parent(signal.SIGTERM):
+        handler(signal.SIGTERM, None)
+
+
 def main():
     """The training process: python -m dlbench.protocol SPEC_FILE RESULT_FILE."""
     spec_path, result_path = sys.argv[1:3]
+    _end_with_harness(spec_path)
     with open(spec_path) as f:
         spec_dict = json.load(f)
     spec = spec_from_dict(spec_dict)

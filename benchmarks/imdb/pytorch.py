@@ -1,0 +1,70 @@
+"""IMDB in plain PyTorch, as a tutorial writes the loop: the benchmark's LSTM (dense or
+sparse embedding gradients), batch, threads, optimizer, learning-rate schedule and epochs on
+one device, the training sequences in memory.
+
+Leaves out what the harness adds: its child process and memory sampling, the shared sample
+order (torch.randperm here), the DataLoader and its workers (batches are sliced here in the
+training process), evaluation after every epoch, the loss read.
+
+    python benchmarks/imdb/pytorch.py SPEC_FILE
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from dlbench.specs import spec_from_dict
+from dlbench.workloads.imdb.pytorch import build_model
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = spec_from_dict(json.load(f))
+    torch.set_num_threads(spec.threads)
+    torch.manual_seed(spec.seed)
+    device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
+
+    limit = spec.data.train_limit
+    sequences = torch.from_numpy(np.array(np.load(spec.data.train_sequences, mmap_mode="r")[:limit], dtype=np.int64))
+    labels = torch.from_numpy(np.array(np.load(spec.data.train_labels, mmap_mode="r")[:limit], dtype=np.int64))
+
+    sparse = spec.grad == "sparse"
+    model = build_model(spec.model, sparse).to(device)
+    opt = spec.optimizer
+    kwargs = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+    if sparse:  # Adam rejects sparse gradients
+        rest = [p for name, p in model.named_parameters() if not name.startswith("embedding.")]
+        optimizers = [torch.optim.SparseAdam([model.embedding.weight], **kwargs), torch.optim.Adam(rest, **kwargs)]
+    else:
+        optimizers = [torch.optim.Adam(model.parameters(), **kwargs)]
+    schedulers = [torch.optim.lr_scheduler.StepLR(o, step_size=spec.schedule.every_epochs, gamma=spec.schedule.factor)
+                  for o in optimizers]
+    loss_fn = nn.CrossEntropyLoss()
+    n_batches = len(sequences) // spec.batch  # the last partial batch is dropped, as in the harness
+
+    model.train()
+    for epoch in range(1, spec.epochs + 1):
+        start = time.perf_counter()
+        order = torch.randperm(len(sequences))
+        for i in range(n_batches):
+            index = order[i * spec.batch:(i + 1) * spec.batch]
+            x, y = sequences[index].to(device), labels[index].to(device)
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            for optimizer in optimizers:
+                optimizer.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        wall_s = time.perf_counter() - start
+        for scheduler in schedulers:
+            scheduler.step()
+        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

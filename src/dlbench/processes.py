@@ -1,0 +1,32 @@
+"""Process hygiene of a run: nothing outlives the workflow that started it.
+
+Linux only (prctl); elsewhere the functions do nothing and the harness's own signal
+handling remains.
+"""
+import ctypes
+import os
+import signal
+
+PR_SET_PDEATHSIG = 1
+
+try:
+    _libc = ctypes.CDLL(None, use_errno=True)
+except OSError:  # not a libc the loader knows
+    _libc = None
+
+
+def die_with_parent(sig=signal.SIGTERM):
+    """Ask the kernel to send `sig` to this process when its parent ends (the parent thread,
+    strictly). Returns False if the parent had already gone."""
+    parent = os.getppid()
+    if _libc is not None and hasattr(_libc, "prctl"):
+        _libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    return os.getppid() == parent
+
+
+def kill_group(pgid):
+    """SIGKILL every process of a process group; quiet when it is already empty."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

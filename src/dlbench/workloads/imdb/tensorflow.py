@@ -1,0 +1,99 @@
+"""IMDB sentiment LSTM in TensorFlow/Keras 3: one device, a tf.data loader with N workers.
+
+The loader: tf.data over the epoch's index batches, each batch gathered in one tf.gather
+from the sequences in host memory. With workers > 0 the gathers run as `workers` parallel map
+calls in a private pool of `workers` threads, `workers` batches prefetched; with 0 workers
+they run in the consuming thread, without the parallelism or prefetch tf.data would add
+itself. One tf.function step per batch (strategy.run under OneDeviceStrategy), called from
+the harness's loop, as Keras' fit with steps_per_execution=1.
+"""
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import layers
+
+from dlbench.frameworks import tensorflow as backend
+from dlbench.workloads.imdb import Imdb
+
+
+def build_model(vocabulary, embedding, hidden, maxlen, classes):
+    """Embedding -> LSTM (the last step's output) -> Dense logits. Keras' LSTM has one bias vector,
+    so it has 4 * hidden parameters fewer than PyTorch's and MXNet's (771,842 for 5000,128,128).
+
+    The LSTM keeps the defaults that let Keras run it as one cuDNN kernel on a GPU; the
+    sequences are padded in front, so the last step is the review's last token.
+    """
+    return keras.Sequential([
+        keras.Input((maxlen,), dtype="int32"),
+        layers.Embedding(vocabulary, embedding),
+        layers.LSTM(hidden),
+        layers.Dense(classes),
+    ])
+
+
+class TensorFlowImdb(Imdb):
+    def build_model(self):
+        keras.utils.set_random_seed(self.spec.seed)
+        self.strategy = backend.strategy(self.placement)
+        m = self.spec.model
+        with self.strategy.scope():
+            self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
+
+        @tf.function(input_signature=[tf.TensorSpec((None, m.maxlen), tf.int32)])
+        def infer(sequences):
+            return self.model(sequences, training=False)
+
+        self.infer = infer
+
+    def build_training(self):
+        with self.strategy.scope():
+            self.optimizer = backend.make_adam(self.spec, self.spec.optimizer.lr)  # set per epoch in batches()
+            self.optimizer.build(self.model.trainable_variables)
+            self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        # The loader's copy in host memory, gathered from as a loader would; no NumPy copy beside it.
+        self.sequences = backend.host_tensor(self.train_sequences.astype(np.int32))
+        self.labels = backend.host_tensor(self.train_labels.astype(np.int32))
+        del self.train_sequences, self.train_labels
+        self.step = backend.make_train_step(self.placement, self.replica_step)
+
+    def batches(self, epoch, order):
+        self.optimizer.learning_rate = self.learning_rate(epoch)
+        workers = self.spec.workers
+
+        def make_dataset(shards):
+            data = tf.data.Dataset.from_tensor_slices(shards).map(
+                lambda i: (tf.gather(self.sequences, i), tf.gather(self.labels, i)),
+                num_parallel_calls=workers or None)
+            if workers:
+                data = data.prefetch(workers)
+            return data.with_options(backend.loader_options(workers))
+
+        return backend.distribute(self.placement, order, make_dataset, prefetch=workers > 0)
+
+    def replica_step(self, sequences, labels):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(labels, self.model(sequences, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+    def train_step(self, batch):
+        return self.step(batch)
+
+    def predict(self, inputs):
+        return self.infer(inputs.astype(np.int32)).numpy()
+
+    def parameter_count(self):
+        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
+
+    def load_weights(self, weights):
+        """PyTorch's embedding, LSTM and classifier: the LSTM's kernels transposed (its gates
+        i, f, g, o are Keras' i, f, c, o), its two bias vectors summed into Keras' one."""
+        embedding, lstm, dense = self.model.layers
+        embedding.set_weights([weights["embedding.weight"]])
+        lstm.set_weights([weights["lstm.weight_ih_l0"].T, weights["lstm.weight_hh_l0"].T,
+                          weights["lstm.bias_ih_l0"] + weights["lstm.bias_hh_l0"]])
+        dense.set_weights([weights["classifier.weight"].T, weights["classifier.bias"]])
+
+
+WORKLOAD = TensorFlowImdb
