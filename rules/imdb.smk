@@ -8,12 +8,12 @@ rule prepare_imdb:
         summary=f"{IMDB_DATA}/summary.json",
     input:
         unpack(lambda wildcards: imdb_raw()),
-        code=script_code("prepare_imdb.py"),
+        **script_inputs("prepare_imdb.py"),
         python=env_input("data"),
     params:
         python=run_python,
         source=lambda wildcards, input: [f"--{IMDB['source']['kind'].replace('pypi', 'wheel')}", input[0]],
-        outdir=IMDB_DATA,
+        outdir=lambda wildcards, output: Path(output.summary).parent,
         vocabulary=IMDB["vocabulary"],
         maxlen=IMDB["maxlen"],
         seed=config["seed"],
@@ -22,5 +22,5 @@ rule prepare_imdb:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_imdb.py {params.source:q} --outdir {params.outdir:q}"
+        "{params.python:q} {input.script:q} {params.source:q} --outdir {params.outdir:q}"
         " --vocabulary {params.vocabulary} --maxlen {params.maxlen} --seed {params.seed} > {log:q} 2>&1"

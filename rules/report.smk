@@ -10,7 +10,7 @@ rule aggregate:
         utilisation=report("results/tables/{workload}-utilisation.csv", caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
         records=lambda wildcards: RECORD_SETS[wildcards.workload](),
-        code=script_code("aggregate.py"),
+        **script_inputs("aggregate.py"),
         python=env_input("report"),
     params:
         python=run_python,
@@ -21,7 +21,7 @@ rule aggregate:
     conda:
         "../envs/report.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/aggregate.py {input.records:q}"
+        "{params.python:q} {input.script:q} {input.records:q}"
         " --runs {output.runs:q} --epochs {output.epochs:q} --environment {output.environment:q}"
         " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
 
@@ -35,7 +35,7 @@ rule plot_mnist:
     input:
         runs="results/tables/mnist-runs.csv",
         epochs="results/tables/mnist-epochs.csv",
-        code=script_code("plot_mnist.py"),
+        **script_inputs("plot_mnist.py"),
         python=env_input("report"),
     params:
         python=run_python,
@@ -45,7 +45,7 @@ rule plot_mnist:
     conda:
         "../envs/report.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_mnist.py --runs {input.runs} --epochs {input.epochs}"
+        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs}"
         " --outdir {params.outdir} > {log} 2>&1"
 
 
@@ -59,7 +59,7 @@ rule plot_imdb:
     input:
         runs="results/tables/imdb-runs.csv",
         epochs="results/tables/imdb-epochs.csv",
-        code=script_code("plot_imdb.py"),
+        **script_inputs("plot_imdb.py"),
         python=env_input("report"),
     params:
         python=run_python,
@@ -70,7 +70,7 @@ rule plot_imdb:
     conda:
         "../envs/report.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_imdb.py --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
+        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
         " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
 
 
@@ -90,7 +90,7 @@ rule plot_chestxray:
         loader_runs="results/tables/chestxray-loader-runs.csv",
         preprocess_runs="results/tables/chestxray-preprocess-runs.csv",
         decode_runs="results/tables/chestxray-decode-runs.csv",
-        code=script_code("plot_chestxray.py"),
+        **script_inputs("plot_chestxray.py"),
         python=env_input("report"),
     params:
         python=run_python,
@@ -101,7 +101,7 @@ rule plot_chestxray:
     conda:
         "../envs/report.yaml"
     shell:
-        "PYTHONPATH={PACKAGE:q} {params.python:q} {SCRIPT_DIR:q}/plot_chestxray.py --runs {input.runs} --epochs {input.epochs}"
+        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs}"
         " --utilisation {input.utilisation} --loader-runs {input.loader_runs}"
         " --preprocess-runs {input.preprocess_runs} --decode-runs {input.decode_runs}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"

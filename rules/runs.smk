@@ -12,6 +12,7 @@ rule train:
     params:
         python=run_python,
         spec=run_spec,
+        lock=TRAINING_LOCK,
     log:
         "results/logs/runs/{workload}/{framework}/{run}.log",
     wildcard_constraints:
@@ -23,5 +24,5 @@ rule train:
         "../envs/{framework}.yaml"
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
-        "exec env PYTHONPATH={PACKAGE:q} {params.python:q} -m dlbench.harness --spec {params.spec:q}"
-        " --out {output:q} --lock {TRAINING_LOCK:q} > {log:q} 2>&1"
+        "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
+        " --out {output:q} --lock {params.lock:q} > {log:q} 2>&1"

@@ -113,6 +113,10 @@ def test_bad_label_files_are_errors_that_name_them(tmp_path):
     path.write_bytes(gzip.compress(SMALL.encode())[:40])
     with pytest.raises(DataError, match="Data_Entry_2017.csv: corrupt gzip"):
         read_label_file(path)
+    cut = SMALL + "\n" + nih_line("00000041_000.png", "Mass", 41)
+    path.write_text(cut[:cut.rindex(",41,") + 3])  # the file ends inside patient 41's id
+    with pytest.raises(DataError, match=r"Data_Entry_2017.csv: line \d+ has 4 fields, the header 11"):
+        read_label_file(path)
     broken = tmp_path / "torchxrayvision.whl"
     broken.write_bytes(b"not a zip")
     with pytest.raises(DataError, match="torchxrayvision.whl: not a readable torchxrayvision wheel"):

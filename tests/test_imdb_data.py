@@ -1,6 +1,7 @@
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -285,6 +286,26 @@ def test_a_broken_npz_is_an_error_that_names_it(tmp_path, damage):
     with pytest.raises(DataError, match="imdb.npz"):
         read_keras_npz(path)
     assert set(NPZ_ARRAYS) == {"x_train", "y_train", "x_test", "y_test"}
+
+
+class Payload:
+    """Unpickling this runs a command: what a hostile npz would carry."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickled_npz_runs_nothing_and_is_refused_by_name(tmp_path):
+    marker = tmp_path / "executed"
+    hostile = np.empty(2, dtype=object)
+    hostile[0], hostile[1] = [1, 2], Payload(marker)
+    path = write_npz(tmp_path / "imdb.npz", x_train=hostile)
+    with pytest.raises(DataError, match=r"imdb.npz.*refused to load posix.system"):
+        read_keras_npz(path)
+    assert not marker.exists()
 
 
 # --- the script ----------------------------------------------------------------------------------

@@ -87,13 +87,12 @@ def read_label_csv(lines, name):
     if missing:
         raise DataError(f"{name}: header lacks the column(s) {missing} (has {header[:6]})")
     i_image, i_findings, i_patient = (header.index(c) for c in (IMAGE_COLUMN, FINDINGS_COLUMN, PATIENT_COLUMN))
-    width = max(i_image, i_findings, i_patient) + 1
     rows, seen = [], {}
     for line, row in enumerate(reader, start=2):
         if not row:
             continue
-        if len(row) < width:
-            raise DataError(f"{name}: line {line} has {len(row)} fields, expected at least {width}")
+        if len(row) != len(header):  # a row cut short (or run together) would shift its fields
+            raise DataError(f"{name}: line {line} has {len(row)} fields, the header {len(header)}")
         image, patient = row[i_image].strip(), row[i_patient].strip()
         if not image or not patient:
             raise DataError(f"{name}: line {line}: empty image name or patient id")

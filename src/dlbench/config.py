@@ -27,6 +27,14 @@ def check_config(config):
                 raise ConfigError(f"config {workload}.strategies.{framework}: unknown strategy {unknown[0]!r} "
                                   f"({framework} has {', '.join(FRAMEWORKS[framework])})")
         config[workload]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw])) for fw in FRAMEWORKS}
+        if any(devices > 1 for devices in config[workload]["devices"]):
+            for framework in config["frameworks"]:
+                if not config[workload]["strategies"][framework]:
+                    raise ConfigError(f"config {workload}.strategies.{framework}: empty, but {workload}.devices "
+                                      f"asks for more than one device (name a strategy, or leave the key out)")
+    split = config["chestxray"]["split"]
+    if abs(sum(split.values()) - 1) > 1e-9:
+        raise ConfigError(f"config chestxray.split: the fractions {split} sum to {sum(split.values()):g}, not 1")
     weights = config["chestxray"]["weights"]
     for framework in weights:
         if framework not in FRAMEWORKS:

@@ -9,6 +9,7 @@ of the vocabulary, a word of frequency rank r is r + 3 when r + 3 < V.
 """
 import csv
 import io
+import pickle
 import posixpath
 import random
 import re
@@ -261,6 +262,36 @@ def read_aclimdb(path):
 
 # --- Keras' imdb.npz ---------------------------------------------------------------------------
 
+class _ArrayUnpickler(pickle.Unpickler):
+    """Unpickles numpy arrays of Python lists and numbers, and refuses anything else: a
+    pickle can name any callable, and loading one from a file we did not make would run it."""
+
+    ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+               ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar")}
+
+    def find_class(self, module, name):
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"refused to load {module}.{name} from a pickle")
+        return super().find_class(module, name)
+
+
+def read_npy_safely(f):
+    """An array from an open .npy file: plain arrays as numpy reads them (no pickle); object
+    arrays (Keras' imdb.npz holds lists of word ranks) through _ArrayUnpickler."""
+    version = np.lib.format.read_magic(f)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran_order, dtype = read_header(f)
+    if not dtype.hasobject:
+        count = int(np.prod(shape, dtype=np.int64))
+        data = np.frombuffer(f.read(count * dtype.itemsize), dtype=dtype, count=count)
+        return data.reshape(shape[::-1]).transpose() if fortran_order else data.reshape(shape)
+    array = _ArrayUnpickler(f).load()
+    if not isinstance(array, np.ndarray) or array.shape != shape:
+        raise DataError(f"not the object array of shape {shape} the header announces")
+    return array
+
+
 def read_keras_npz(path):
     """The word-rank lists and labels of Keras' imdb.npz (object arrays of int lists).
     The arrays are pickled: read only a file you trust (check its sha256 first)."""
@@ -270,7 +301,7 @@ def read_keras_npz(path):
         with zipfile.ZipFile(path) as npz:
             for key in NPZ_ARRAYS:
                 with npz.open(f"{key}.npy") as f:
-                    arrays[key] = np.lib.format.read_array(f, allow_pickle=True)
+                    arrays[key] = read_npy_safely(f)
     except KeyError as err:
         raise DataError(f"{path}: missing array {err} (needs {', '.join(NPZ_ARRAYS)})") from err
     except Exception as err:  # a corrupt pickle can raise nearly anything

@@ -1,0 +1,221 @@
+"""ChestX-ray14 DenseNet-121 in TensorFlow/Keras 3: one device (OneDeviceStrategy),
+MirroredStrategy, MultiWorkerMirroredStrategy.
+
+The model: keras.applications.DenseNet121 (no top, global average pool) and a Dense head of 14
+logits, binary cross-entropy on the logits, Adam at the base learning rate times the device
+count. Input "real": the preprocessed grey images through tf.data (`TrainLoader`: read_file,
+decode_jpeg or decode_png, the crop at (top, left) and the flip that the shared seed draws
+(self.augmentation, fed to tf.data beside the indices), the grey value replicated to 3
+channels and ImageNet-normalised), `workers` parallel map calls; "synthetic": the task's random
+images as host tensors (NHWC), gathered by index % pool in tf.data, nothing decoded. Either
+way each replica takes its shard of the process's batches (the distributed dataset), and one
+tf.function step per batch (strategy.run) is called from the harness's loop, as Keras' fit
+with steps_per_execution=1.
+"""
+import dataclasses
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import layers
+
+from dlbench.chestxray import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
+from dlbench.errors import DataError
+from dlbench.frameworks import tensorflow as backend
+from dlbench.specs import DENSENET121
+from dlbench.workloads.chestxray import ChestXray
+
+
+# --- model -----------------------------------------------------------------------------------------
+
+def build_model(classes, crop, weights=None):
+    """DenseNet-121 (BN-ReLU-conv, bias-free convs, average-pool transitions, final BN + ReLU +
+    global average pool; Keras' default initialisers) and a Dense head of `classes` logits:
+    6,968,206 trainable parameters with 14 classes. weights: None, or a Keras weights file of the
+    headless DenseNet-121 (densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5), which
+    loads everything but the head."""
+    if weights is not None and not Path(weights).is_file():
+        raise FileNotFoundError(f"weights file {weights} does not exist")
+    backbone = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
+                                              pooling="avg")
+    return keras.Model(backbone.input, layers.Dense(classes, name="findings")(backbone.output), name="densenet121")
+
+
+def check_model_spec(model):
+    """keras.applications builds DenseNet-121 only; any number of classes."""
+    if dataclasses.replace(model, classes=DENSENET121.classes) != DENSENET121:
+        raise ValueError(f"keras.applications builds DenseNet-121 only ({DENSENET121}); the spec asks for {model}")
+
+
+def keras_layer_name(module):
+    """torchvision's DenseNet module name -> the keras.applications layer name (and our head)."""
+    parts = module.split(".")
+    if parts == ["classifier"]:
+        return "findings"
+    stem = {"conv0": "conv1_conv", "norm0": "conv1_bn", "norm5": "bn"}
+    if len(parts) == 2 and parts[1] in stem:
+        return stem[parts[1]]
+    if len(parts) == 4 and parts[1].startswith("denseblock") and parts[2].startswith("denselayer"):
+        block, layer = int(parts[1][len("denseblock"):]) + 1, int(parts[2][len("denselayer"):])
+        part = {"norm1": "0_bn", "conv1": "1_conv", "norm2": "1_bn", "conv2": "2_conv"}[parts[3]]
+        return f"conv{block}_block{layer}_{part}"
+    if len(parts) == 3 and parts[1].startswith("transition"):
+        pool, part = int(parts[1][len("transition"):]) + 1, {"norm": "bn", "conv": "conv"}[parts[2]]
+        return f"pool{pool}_{part}"
+    raise ValueError(f"no Keras layer for the PyTorch module {module!r}")
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+def decoder(paths):
+    """tf.io.decode_jpeg for JPEG files (what preprocessing writes for training), decode_png for PNGs."""
+    suffixes = {Path(p).suffix.lower() for p in paths}
+    if suffixes <= set(FORMAT_SUFFIXES["jpeg"]):
+        return tf.io.decode_jpeg
+    if suffixes <= set(FORMAT_SUFFIXES["png"]):
+        return tf.io.decode_png
+    raise DataError(f"the images must be all JPEG or all PNG, found {sorted(suffixes)}")
+
+
+def normalise(patch):
+    """uint8 [H, W, 1] grey -> float32 [H, W, 3]: grey replicated, ImageNet mean and std."""
+    return (tf.cast(patch, tf.float32) * (1 / 255) - IMAGENET_MEAN) / IMAGENET_STD
+
+
+class TrainLoader:
+    """The real-input training loader, made once (build_training) and used every epoch: tf.data
+    over the samples' indices and augmentation values, `sample` mapped by `workers` parallel
+    calls (none: in the consuming thread), batched per replica, prefetched when workers > 0."""
+
+    def __init__(self, workload):
+        self.workload, spec = workload, workload.spec
+        self.crop, self.workers = spec.data.crop, spec.workers
+        self.decode = decoder(workload.train_paths)
+        self.paths = backend.host_tensor(np.array(workload.train_paths))
+        self.labels = backend.host_tensor(workload.train_labels)
+
+    def sample(self, index, top, left, flip):
+        """decode, crop at (top, left), flip when told, normalise."""
+        image = self.decode(tf.io.read_file(tf.gather(self.paths, index)), channels=1)
+        patch = tf.image.crop_to_bounding_box(image, top, left, self.crop, self.crop)
+        patch = tf.cond(flip > 0, lambda: tf.image.flip_left_right(patch), lambda: patch)
+        return normalise(patch), tf.gather(self.labels, index)
+
+    def dataset(self, epoch, shards):
+        indices = shards.reshape(-1)
+        top, left, flip = self.workload.augmentation(epoch, indices)  # the shared seed's values
+        data = tf.data.Dataset.from_tensor_slices((indices, top, left, flip))
+        data = data.map(self.sample, num_parallel_calls=self.workers or None, deterministic=True)
+        data = data.batch(shards.shape[1], drop_remainder=True)
+        if self.workers:
+            data = data.prefetch(tf.data.AUTOTUNE)
+        return data.with_options(backend.loader_options(self.workers))
+
+    def batches(self, epoch, order):
+        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(epoch, shards),
+                                  prefetch=self.workers > 0)
+
+
+# --- training --------------------------------------------------------------------------------------
+
+class TensorFlowChestXray(ChestXray):
+    def build_model(self):
+        check_model_spec(self.spec.model)
+        keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
+        self.strategy = backend.strategy(self.placement)
+        crop = self.spec.data.crop
+        with self.strategy.scope():
+            self.model = build_model(self.spec.model.classes, crop, self.spec.weights)
+
+        @tf.function(input_signature=[tf.TensorSpec((None, crop, crop, 3), tf.float32)])
+        def infer(images):
+            return self.model(images, training=False)
+
+        self.infer = infer
+
+    def build_training(self):
+        with self.strategy.scope():
+            self.optimizer = backend.make_adam(self.spec, self.learning_rate)
+            self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
+            self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and findings
+        if self.spec.input == "real":
+            self.loader = TrainLoader(self)
+        else:  # the input pipeline's copy in host memory, as MNIST keeps its data
+            self.images = backend.host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
+            self.labels = backend.host_tensor(self.synthetic_labels)
+            del self.synthetic_images, self.synthetic_labels
+        self.step = backend.make_train_step(self.placement, self.replica_step)
+
+    def batches(self, epoch, order):
+        if self.spec.input == "real":
+            return self.loader.batches(epoch, order)
+        pool = self.images.shape[0]
+
+        def make_dataset(shards):
+            # One vectorised gather per batch, in the consuming thread (no loader, no prefetch).
+            return (tf.data.Dataset.from_tensor_slices(shards)
+                    .map(lambda i: (tf.gather(self.images, i % pool), tf.gather(self.labels, i)))
+                    .with_options(backend.loader_options(0)))
+
+        return backend.distribute(self.placement, order, make_dataset, prefetch=False)
+
+    def replica_step(self, images, labels):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(labels, self.model(images, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+    def train_step(self, batch):
+        return self.step(batch)
+
+    def eval_inputs(self, paths):
+        """The images of `paths` decoded and centre-cropped by tf.data, as NCHW float32 batches."""
+        decode, crop, workers = decoder(paths), self.spec.data.crop, self.spec.workers
+
+        def sample(path):
+            image = decode(tf.io.read_file(path), channels=1)
+            shape = tf.shape(image)
+            return normalise(tf.image.crop_to_bounding_box(image, (shape[0] - crop) // 2, (shape[1] - crop) // 2,
+                                                           crop, crop))
+
+        data = (tf.data.Dataset.from_tensor_slices(list(paths))
+                .map(sample, num_parallel_calls=workers or None, deterministic=True)
+                .batch(self.spec.batch))
+        if workers:
+            data = data.prefetch(tf.data.AUTOTUNE)
+        for images in data.with_options(backend.loader_options(workers)):
+            yield images.numpy().transpose(0, 3, 1, 2)
+
+    def predict(self, inputs):
+        return self.infer(np.ascontiguousarray(inputs.transpose(0, 2, 3, 1))).numpy()
+
+    def parameter_count(self):
+        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
+
+    def load_weights(self, weights):
+        """torchvision's DenseNet state dict: conv OIHW -> HWIO, BN (weight, bias, running mean,
+        running variance) as Keras' (gamma, beta, moving mean, moving variance), the classifier
+        (out, in) -> (in, out). Keras' DenseNet BN epsilon is 1.001e-5, PyTorch's 1e-5."""
+        modules = {}
+        for name, value in weights.items():
+            module, _, kind = name.rpartition(".")
+            if kind != "num_batches_tracked":
+                modules.setdefault(module, {})[kind] = value
+        loaded = set()
+        for module, values in modules.items():
+            layer = self.model.get_layer(keras_layer_name(module))
+            if isinstance(layer, layers.BatchNormalization):
+                layer.set_weights([values["weight"], values["bias"], values["running_mean"], values["running_var"]])
+            elif isinstance(layer, layers.Conv2D):
+                layer.set_weights([values["weight"].transpose(2, 3, 1, 0)])
+            else:
+                layer.set_weights([values["weight"].T, values["bias"]])
+            loaded.add(layer.name)
+        missing = [layer.name for layer in self.model.layers if layer.weights and layer.name not in loaded]
+        if missing:
+            raise ValueError(f"no PyTorch weights for the Keras layers {missing[:5]} ({len(missing)} in all)")
+
+
+WORKLOAD = TensorFlowChestXray
