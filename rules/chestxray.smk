@@ -5,7 +5,7 @@
 
 rule chestxray_labels:
     output:
-        f"{CHESTXRAY_DATA}/labels.csv",
+        update(f"{CHESTXRAY_DATA}/labels.csv"),
     input:
         unpack(lambda wildcards: chestxray_labels_source()),
         **script_inputs("prepare_chestxray.py"),
@@ -29,7 +29,7 @@ rule chestxray_labels:
 
 rule chestxray_images:
     output:
-        manifest=f"{CHESTXRAY_DATA}/images.csv",
+        manifest=update(f"{CHESTXRAY_DATA}/images.csv"),
     input:
         labels=f"{CHESTXRAY_DATA}/labels.csv",
         **script_inputs("prepare_chestxray.py"),
@@ -53,8 +53,8 @@ rule chestxray_images:
 
 rule preprocess_chestxray:
     output:
-        manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv",
-        images=directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}"),
+        manifest=update(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv"),
+        images=update(directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}")),
         record="results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",

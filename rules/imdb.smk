@@ -3,9 +3,9 @@
 
 rule prepare_imdb:
     output:
-        **IMDB_ARRAYS,
-        vocabulary=f"{IMDB_DATA}/vocabulary.json",
-        summary=f"{IMDB_DATA}/summary.json",
+        **{name: update(path) for name, path in IMDB_ARRAYS.items()},
+        vocabulary=update(f"{IMDB_DATA}/vocabulary.json"),
+        summary=update(f"{IMDB_DATA}/summary.json"),
     input:
         unpack(lambda wildcards: imdb_raw()),
         **script_inputs("prepare_imdb.py"),

@@ -3,7 +3,7 @@
 
 rule prepare_mnist:
     output:
-        multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy"),
+        [update(f) for f in multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy")],
     input:
         unpack(lambda wildcards: mnist_raw()),
         **script_inputs("prepare_mnist.py"),
@@ -22,8 +22,8 @@ rule prepare_mnist:
 
 rule duplicate_mnist:
     output:
-        images=f"{MNIST_DATA}/train-x{{times}}-images.npy",
-        labels=f"{MNIST_DATA}/train-x{{times}}-labels.npy",
+        images=update(f"{MNIST_DATA}/train-x{{times}}-images.npy"),
+        labels=update(f"{MNIST_DATA}/train-x{{times}}-labels.npy"),
     input:
         f"{MNIST_DATA}/train-images.npy",
         f"{MNIST_DATA}/train-labels.npy",

@@ -1,13 +1,15 @@
 # Records -> tidy tables -> figures; `snakemake --report results/report.html` gathers them.
+# Outputs marked update() are kept while their job runs (and, with keep-incomplete in the
+# profile, when it fails): a bad record or input never costs the tables or data made before.
 
 
 rule aggregate:
     output:
-        runs=report("results/tables/{workload}-runs.csv", caption="../report/runs.rst", category="{workload}", subcategory="tables", labels={"table": "runs"}),
-        epochs=report("results/tables/{workload}-epochs.csv", caption="../report/epochs.rst", category="{workload}", subcategory="tables", labels={"table": "epochs"}),
-        environment=report("results/tables/{workload}-environment.csv", caption="../report/environment.rst", category="{workload}", subcategory="tables", labels={"table": "environment"}),
-        unsuccessful=report("results/tables/{workload}-unsuccessful-runs.csv", caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
-        utilisation=report("results/tables/{workload}-utilisation.csv", caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
+        runs=report(update("results/tables/{workload}-runs.csv"), caption="../report/runs.rst", category="{workload}", subcategory="tables", labels={"table": "runs"}),
+        epochs=report(update("results/tables/{workload}-epochs.csv"), caption="../report/epochs.rst", category="{workload}", subcategory="tables", labels={"table": "epochs"}),
+        environment=report(update("results/tables/{workload}-environment.csv"), caption="../report/environment.rst", category="{workload}", subcategory="tables", labels={"table": "environment"}),
+        unsuccessful=report(update("results/tables/{workload}-unsuccessful-runs.csv"), caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
+        utilisation=report(update("results/tables/{workload}-utilisation.csv"), caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
         records=lambda wildcards: RECORD_SETS[wildcards.workload](),
         **script_inputs("aggregate.py"),

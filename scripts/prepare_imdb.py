@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.files import staged
 from dlbench.imdb import (DataError, build_vocabulary, encode_ranks, encode_texts, label_counts,
                            pad_sequences, read_aclimdb, read_keras_npz, read_wheel_splits, shuffled,
                            take_balanced)
@@ -43,27 +44,27 @@ def prepare(args):
     # token indices of the full data.
     vocabulary = None if kind == "npz" else build_vocabulary([text for text, _ in splits["train"]],
                                                             args.vocabulary)
-    args.outdir.mkdir(parents=True, exist_ok=True)
-    summary = {"source": {"kind": kind, "file": str(path)}, "seed": args.seed, "max_reviews": args.max_reviews,
-               "vocabulary_size": args.vocabulary,
-               "vocabulary_words": None if vocabulary is None else len(vocabulary),
-               "maxlen": args.maxlen, "splits": {}}
-    for split, pairs in splits.items():
-        pairs = take_balanced(pairs, args.max_reviews)
-        if vocabulary is None:
-            sequences, labels = encode_ranks(pairs, args.vocabulary)
-        else:
-            sequences, labels = encode_texts(pairs, vocabulary)
-        np.save(args.outdir / f"{split}-sequences.npy", pad_sequences(sequences, args.maxlen))
-        np.save(args.outdir / f"{split}-labels.npy", labels)
-        info = summary["splits"][split] = split_summary(pairs, sequences, args.maxlen)
-        print(f"{split}: {info['reviews']} reviews ({info['labels']['0']} negative, {info['labels']['1']} "
-              f"positive), {100 * info['truncated_fraction']:.1f}% truncated at {args.maxlen}")
-    total = sum(info["reviews"] for info in summary["splits"].values())
-    truncated = sum(info["truncated"] for info in summary["splits"].values())
-    summary["truncated_fraction"] = round(truncated / total, 6) if total else 0.0
-    (args.outdir / "vocabulary.json").write_text(json.dumps(vocabulary or {}, ensure_ascii=False, indent=0) + "\n")
-    (args.outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with staged(args.outdir) as outdir:
+        summary = {"source": {"kind": kind, "file": str(path)}, "seed": args.seed, "max_reviews": args.max_reviews,
+                   "vocabulary_size": args.vocabulary,
+                   "vocabulary_words": None if vocabulary is None else len(vocabulary),
+                   "maxlen": args.maxlen, "splits": {}}
+        for split, pairs in splits.items():
+            pairs = take_balanced(pairs, args.max_reviews)
+            if vocabulary is None:
+                sequences, labels = encode_ranks(pairs, args.vocabulary)
+            else:
+                sequences, labels = encode_texts(pairs, vocabulary)
+            np.save(outdir / f"{split}-sequences.npy", pad_sequences(sequences, args.maxlen))
+            np.save(outdir / f"{split}-labels.npy", labels)
+            info = summary["splits"][split] = split_summary(pairs, sequences, args.maxlen)
+            print(f"{split}: {info['reviews']} reviews ({info['labels']['0']} negative, {info['labels']['1']} "
+                  f"positive), {100 * info['truncated_fraction']:.1f}% truncated at {args.maxlen}")
+        total = sum(info["reviews"] for info in summary["splits"].values())
+        truncated = sum(info["truncated"] for info in summary["splits"].values())
+        summary["truncated_fraction"] = round(truncated / total, 6) if total else 0.0
+        (outdir / "vocabulary.json").write_text(json.dumps(vocabulary or {}, ensure_ascii=False, indent=0) + "\n")
+        (outdir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def positive_int(text):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.files import staged
 from dlbench.mnist import DataError, duplicate, normalise, read_idx_set, read_wheel
 
 
@@ -13,17 +14,18 @@ def prepare(args):
         splits = read_wheel(args.wheel) if args.wheel else read_idx_set(args.idx_dir)
     except DataError as err:
         raise SystemExit(f"error: {err}")
-    args.outdir.mkdir(parents=True, exist_ok=True)
-    for split, (images, labels) in splits.items():
-        np.save(args.outdir / f"{split}-images.npy", normalise(images))
-        np.save(args.outdir / f"{split}-labels.npy", labels)
-        print(f"{split}: {len(labels)} images")
+    with staged(args.outdir) as outdir:
+        for split, (images, labels) in splits.items():
+            np.save(outdir / f"{split}-images.npy", normalise(images))
+            np.save(outdir / f"{split}-labels.npy", labels)
+            print(f"{split}: {len(labels)} images")
 
 
 def duplicate_train(args):
-    for kind in ("images", "labels"):
-        array = np.load(args.outdir / f"train-{kind}.npy", mmap_mode="r")
-        np.save(args.outdir / f"train-x{args.times}-{kind}.npy", duplicate(array, args.times))
+    with staged(args.outdir) as outdir:
+        for kind in ("images", "labels"):
+            array = np.load(args.outdir / f"train-{kind}.npy", mmap_mode="r")
+            np.save(outdir / f"train-x{args.times}-{kind}.npy", duplicate(array, args.times))
     print(f"train x{args.times}: {len(array) * args.times} images")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from dlbench.cli import positive_int
 from dlbench.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version,
                                 prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
+from dlbench.files import staged
 from dlbench.record import make_record, peak_rss_bytes, write_json
 
 
@@ -54,19 +55,20 @@ def main():
     except DataError as err:
         raise SystemExit(f"error: {err}")
     out_dir = args.out_dir.resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ext = FORMATS[args.format]
-    outputs = [out_dir / (Path(row["image"]).stem + ext) for row in rows]
-    items = [(row["path"], dst, args.size, args.format, args.backend) for row, dst in zip(rows, outputs)]
+    names = [Path(row["image"]).stem + FORMATS[args.format] for row in rows]
+    outputs = [out_dir / name for name in names]
 
     prepare_backend(args.backend)  # imported before the clock (and before the workers fork)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    try:
-        reports = run_items(_resize, items, args.threads, args.backend)
-    except DataError as err:
-        raise SystemExit(f"error: {err}")
-    wall_s = time.perf_counter() - t0
+    # Written beside, and swapped in whole when every image is done: a bad image keeps the old folder.
+    with staged(out_dir, whole_folder=True) as staging:
+        items = [(row["path"], staging / name, args.size, args.format, args.backend) for row, name in zip(rows, names)]
+        t0 = time.perf_counter()
+        try:
+            reports = run_items(_resize, items, args.threads, args.backend)
+        except DataError as err:
+            raise SystemExit(f"error: {err}")
+        wall_s = time.perf_counter() - t0
 
     write_manifest(args.out_manifest, [{"image": row["image"], "path": str(dst)} for row, dst in zip(rows, outputs)],
                    ("image", "path"))

@@ -13,18 +13,26 @@ class RecordError(ValueError):
     """A record that does not match schemas/run.schema.json; the message names the file."""
 
 
-def load_records(paths):
+def load_records(paths, invalid=None):
+    """The records of `paths`, each validated. A bad one raises RecordError naming it, or,
+    given a list `invalid`, is left out and listed there as (path, error)."""
     validator = jsonschema.Draft202012Validator(json.loads(RUN_SCHEMA.read_text()))
     records = []
     for path in paths:
         try:
-            record = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise RecordError(f"{path}: cannot be read as JSON ({err})") from err
-        error = jsonschema.exceptions.best_match(validator.iter_errors(record))
-        if error is not None:
-            where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-            raise RecordError(f"{path}: invalid run record at {where}: {error.message}")
+            try:
+                record = json.loads(Path(path).read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise RecordError(f"{path}: cannot be read as JSON ({err})") from err
+            error = jsonschema.exceptions.best_match(validator.iter_errors(record))
+            if error is not None:
+                where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
+                raise RecordError(f"{path}: invalid run record at {where}: {error.message}")
+        except RecordError as err:
+            if invalid is None:
+                raise
+            invalid.append((str(path), str(err)))
+            continue
         records.append(record)
     return records
 
@@ -166,6 +174,10 @@ def tables(records):
     return runs.sort_values(order, ignore_index=True), epochs.sort_values(order + ["epoch"], ignore_index=True)
 
 
-def unsuccessful(runs):
+def unsuccessful(runs, invalid=()):
+    """Failed and not applicable runs, and records that could not be read (status invalid)."""
     columns = ["workload", "framework", "run_id", "status", "error"]
-    return runs.loc[runs["status"] != "ok", columns]
+    bad = pd.DataFrame([{"workload": None, "framework": None, "run_id": path, "status": "invalid", "error": error}
+                        for path, error in invalid], columns=columns)
+    rows = runs.loc[runs["status"] != "ok", columns] if len(runs) else pd.DataFrame(columns=columns)
+    return pd.concat([rows, bad], ignore_index=True) if len(bad) else rows

@@ -1,0 +1,33 @@
+"""Writing prepared data so that a failure loses nothing: build beside, then swap in."""
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def staged(target, whole_folder=False):
+    """A fresh folder beside `target` to write into. When the block succeeds, its files
+    replace those of the same names in `target` (whole_folder: it replaces `target`
+    itself); when it fails, it is removed and `target` keeps what it had."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if whole_folder:
+        old = target.with_name(f".{target.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        if target.exists():
+            target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    target.mkdir(exist_ok=True)
+    for path in tmp.iterdir():
+        os.replace(path, target / path.name)
+    tmp.rmdir()

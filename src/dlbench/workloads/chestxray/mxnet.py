@@ -1,0 +1,265 @@
+"""DenseNet-121 on ChestX-ray14 in MXNet Gluon: the model zoo's densenet121 (14 logits, sigmoid
++ binary cross-entropy), Adam, on one context or data parallel over N contexts of one process
+(the Trainer sums the gradients in a KVStore).
+
+Input "real": a Gluon Dataset that decodes the preprocessed images with mx.image.imread
+(MXNet's OpenCV) and crops, flips, scales and normalises them with MXNet operators, the crop
+and flip drawn from the shared seed for (epoch, index); a Gluon DataLoader with `workers`
+worker processes, started once and kept. Input "synthetic": the task's random tensors as
+NDArrays, each batch gathered with nd.take. Evaluation reads the real images (centre crop)
+through a DataLoader in both modes.
+
+mxnet is imported inside the functions: its thread pools read the thread variables that the
+backend's setup sets, once, at import.
+"""
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.chestxray import IMAGENET_MEAN, IMAGENET_STD, sample_rng
+from dlbench.errors import DataError
+from dlbench.frameworks import mxnet as backend
+from dlbench.specs import DENSENET121
+from dlbench.workloads.chestxray import ChestXray
+
+MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAGENET_STD)
+
+
+def build_model(classes):
+    """The Gluon model zoo's DenseNet-121 (6-12-24-16 blocks, growth 32, bottleneck 4,
+    compression 0.5, 64 initial features; BN-ReLU-conv) with a `classes`-output Dense head:
+    6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False)."""
+    from mxnet.gluon.model_zoo import vision
+
+    return vision.densenet121(classes=classes)
+
+
+# --- data ------------------------------------------------------------------------------------
+
+def decode(path, crop):
+    """A preprocessed image as H x W x 1 uint8 (mx.image.imread, grey)."""
+    import mxnet as mx
+
+    try:
+        image = mx.image.imread(path, flag=0)
+    except mx.base.MXNetError as err:
+        raise DataError(f"{path}: unreadable image ({str(err).splitlines()[0]})") from err
+    height, width = image.shape[:2]
+    if height < crop or width < crop:
+        raise DataError(f"{path}: {height} x {width} is smaller than the {crop} x {crop} crop")
+    return image
+
+
+def to_input(patch):
+    """crop x crop x 1 uint8 -> float32 3 x crop x crop in [0, 1], grey replicated, ImageNet-normalised."""
+    from mxnet import nd
+
+    tensor = nd.image.to_tensor(patch)
+    return nd.image.normalize(nd.repeat(tensor, repeats=3, axis=0), mean=MEAN, std=STD)
+
+
+def training_images(paths, labels, seed, crop):
+    """A Gluon Dataset of (float32 3 x crop x crop image, float32 [14] labels), keyed by
+    (epoch, index): a random crop (top, then left) and a horizontal flip with p=0.5, drawn
+    from dlbench.chestxray.sample_rng(seed, epoch, index) as in every framework."""
+    import mxnet as mx
+    from mxnet import gluon, nd
+
+    class TrainingImages(gluon.data.Dataset):
+        def __len__(self):
+            return len(paths)
+
+        def __getitem__(self, key):
+            epoch, index = key
+            image = decode(paths[index], crop)
+            height, width = image.shape[:2]
+            rng = sample_rng(seed, epoch, index)
+            top, left = int(rng.integers(0, height - crop + 1)), int(rng.integers(0, width - crop + 1))
+            patch = mx.image.fixed_crop(image, left, top, crop, crop)
+            if rng.random() < 0.5:
+                patch = nd.flip(patch, axis=1)
+            return to_input(patch), labels[index]
+
+    return TrainingImages()
+
+
+def evaluation_images(crop):
+    """A Gluon Dataset keyed by path: the centre-cropped image (float32 3 x crop x crop)."""
+    import mxnet as mx
+    from mxnet import gluon
+
+    class EvaluationImages(gluon.data.Dataset):
+        def __getitem__(self, path):
+            image = decode(path, crop)
+            height, width = image.shape[:2]
+            return to_input(mx.image.fixed_crop(image, (width - crop) // 2, (height - crop) // 2, crop, crop))
+
+    return EvaluationImages()
+
+
+class EpochBatches:
+    """Gluon batch sampler of the shared order, each index as (epoch, index): the dataset in a
+    worker process (a copy made when the pool started) learns the epoch from its keys."""
+
+    def __init__(self):
+        self.epoch, self.order = 0, np.empty((0, 0), dtype=np.int64)
+
+    def set_epoch(self, epoch, order):
+        self.epoch, self.order = epoch, order
+
+    def __iter__(self):
+        for batch in self.order.tolist():
+            yield [(self.epoch, index) for index in batch]
+
+    def __len__(self):
+        return len(self.order)
+
+
+class PathBatches:
+    """Gluon batch sampler of the images to evaluate, in order, `batch` paths at a time (the
+    last batch may be smaller)."""
+
+    def __init__(self, batch):
+        self.batch, self.paths = batch, []
+
+    def __iter__(self):
+        for start in range(0, len(self.paths), self.batch):
+            yield self.paths[start:start + self.batch]
+
+    def __len__(self):
+        return -(-len(self.paths) // self.batch)
+
+
+def loader(workload, dataset, sampler):
+    """A DataLoader with spec.workers worker processes (started now, closed at teardown)."""
+    from mxnet import gluon
+
+    spec = workload.spec
+    return backend.keep_loader(workload.placement, gluon.data.DataLoader(
+        dataset, batch_sampler=sampler, num_workers=spec.workers, pin_memory=workload.placement.device_kind == "gpu",
+        timeout=max(120, int(spec.timeout_s))))
+
+
+def training_loader(workload):
+    """(sampler, DataLoader) over a workload's real training images (its train_paths and
+    train_labels); set the sampler's epoch and order before iterating the loader."""
+    sampler = EpochBatches()
+    dataset = training_images(workload.train_paths, workload.train_labels, workload.spec.seed,
+                              workload.spec.data.crop)
+    return sampler, loader(workload, dataset, sampler)
+
+
+def load_imagenet_weights(mx, net, path):
+    """All of a DenseNet-121 parameter file but its classifier: a Gluon save_parameters file
+    (the model zoo's format, names like features.0.weight) or an exported one (arg:/aux:
+    names like densenet0_conv0_weight). Returns the number of arrays loaded."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such weights file")
+    loaded = mx.nd.load(str(path))
+    by_structure = net._collect_params_with_prefix()  # features.0.weight -> Parameter
+    if all(key.startswith(("arg:", "aux:")) for key in loaded):
+        prefix = net.prefix  # densenetN_
+        by_name = {p.name[len(prefix):]: p for p in by_structure.values()}
+        loaded = {key.split(":", 1)[1].split("_", 1)[1]: value for key, value in loaded.items()}
+        targets = {name: p for name, p in by_name.items() if not p.name.startswith(net.output.prefix)}
+    else:
+        targets = {name: p for name, p in by_structure.items() if not name.startswith("output.")}
+    missing = sorted(set(targets) - set(loaded))
+    if missing:
+        raise DataError(f"{path}: lacks {len(missing)} of the model's arrays, e.g. {missing[:3]}")
+    for name, param in targets.items():
+        if tuple(loaded[name].shape) != tuple(param.shape):
+            raise DataError(f"{path}: {name} has shape {loaded[name].shape}, the model {param.shape}")
+        param.set_data(loaded[name])
+    return len(targets)
+
+
+# PyTorch's parameter kind -> the Gluon parameter names it may map to (BatchNorm's weight and
+# bias are Gluon's gamma and beta).
+TORCH_KINDS = {"weight": ("_weight", "_gamma"), "bias": ("_bias", "_beta"),
+               "running_mean": ("_running_mean",), "running_var": ("_running_var",)}
+
+
+class MXNetChestXray(ChestXray):
+    def build_model(self):
+        import mxnet as mx
+
+        if self.spec.model != DENSENET121:
+            raise ValueError(f"the Gluon model zoo's DenseNet-121 is {DENSENET121}, the spec asks for {self.spec.model}")
+        self.contexts = backend.contexts(self.placement)
+        mx.random.seed(self.spec.seed)
+        self.model = build_model(self.spec.model.classes)
+        self.model.initialize(ctx=self.contexts)  # Gluon's default initialiser, as the model zoo leaves it
+        crop = self.spec.data.crop
+        self.model(mx.nd.zeros((1, 3, crop, crop), ctx=self.contexts[0]))  # the shapes are inferred at a first call
+        self.weights_loaded = None
+        if self.spec.weights:
+            self.weights_loaded = load_imagenet_weights(mx, self.model, self.spec.weights)
+        # static_alloc only: with static_shape, every change between the evaluation and the
+        # training batch shape would re-plan the graph inside the timed epoch.
+        self.model.hybridize(static_alloc=True)
+
+    def build_training(self):
+        import mxnet as mx
+        from mxnet import gluon
+
+        # The base rate times the number of devices, as the study did.
+        self.trainer = backend.make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement,
+                                            learning_rate=self.learning_rate)
+        self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)  # mean over the 14 per sample
+        if self.spec.input == "real":
+            self.sampler, self.train_loader = training_loader(self)
+        else:
+            self.images = mx.nd.from_numpy(self.synthetic_images, zero_copy=True)
+            self.labels = mx.nd.array(self.synthetic_labels, dtype="float32")
+        if self.placement.rank == 0:
+            self.eval_sampler = PathBatches(self.spec.batch)
+            self.eval_loader = loader(self, evaluation_images(self.spec.data.crop), self.eval_sampler)
+
+    def batches(self, epoch, order):
+        import mxnet as mx
+
+        if self.spec.input == "real":
+            self.sampler.set_epoch(epoch, order)
+            return self.train_loader
+        indices = mx.nd.array(order, dtype="int64")
+        pooled = mx.nd.array(order % self.images.shape[0], dtype="int64")
+        return ((mx.nd.take(self.images, pooled[i]), mx.nd.take(self.labels, indices[i])) for i in range(len(order)))
+
+    def train_step(self, batch):
+        images, labels = batch
+        return backend.train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
+
+    def eval_inputs(self, paths):
+        self.eval_sampler.paths = list(paths)
+        for images in self.eval_loader:
+            yield images.asnumpy()
+
+    def predict(self, inputs):
+        import mxnet as mx
+
+        return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
+
+    def parameter_count(self):
+        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")
+
+    def load_weights(self, weights):
+        """torchvision's layouts are Gluon's (OIHW kernels, Dense (out, in)); the names map in
+        order (both walk the layers depth first: conv0, norm0, the dense layers' norm1, conv1,
+        norm2, conv2, the transitions, norm5, the classifier), BatchNorm's weight and bias to
+        gamma and beta; num_batches_tracked has no counterpart."""
+        import mxnet as mx
+
+        names = [name for name in weights if not name.endswith(".num_batches_tracked")]
+        params = list(self.model.collect_params().values())
+        if len(names) != len(params):
+            raise ValueError(f"{len(names)} PyTorch arrays for {len(params)} Gluon parameters")
+        for name, param in zip(names, params):
+            kind = name.rsplit(".", 1)[1]
+            if not param.name.endswith(TORCH_KINDS.get(kind, ())) or tuple(weights[name].shape) != tuple(param.shape):
+                raise ValueError(f"{name} {weights[name].shape} does not match {param.name} {param.shape}")
+            param.set_data(mx.nd.array(weights[name], dtype="float32"))
+
+
+WORKLOAD = MXNetChestXray
