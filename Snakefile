@@ -1,6 +1,17 @@
+import sys
+
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
+
+# The workflow's own package (src/dlbench), so that every copy of the workflow runs its own code.
+sys.path.insert(0, f"{workflow.basedir}/src")
+from dlbench.config import ConfigError, check_yaml
+
+try:  # Snakemake's own message names neither the file nor the line
+    check_yaml(f"{workflow.basedir}/config.yaml")
+except ConfigError as err:
+    raise WorkflowError(str(err))
 
 
 configfile: "config.yaml"

@@ -12,16 +12,12 @@ from snakemake.settings.types import DeploymentMethod
 SRC = Path(workflow.basedir) / "src"
 SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
-# The workflow's own package, so that every copy of the workflow runs its own code; the
-# jobs get the same through PYTHONPATH (below).
-sys.path.insert(0, str(SRC))
-
 from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_hash
 from dlbench.frameworks import FRAMEWORKS as KNOWN_FRAMEWORKS
 from dlbench.mnist import IDX_FILES
 from dlbench.provenance import code_files
-from dlbench.record import record_status
+from dlbench.record import read_record, record_status
 from dlbench.specs import spec_to_json
 from dlbench.sweep import (
     CHESTXRAY_COLUMNS,
@@ -203,19 +199,19 @@ def run_inputs(wildcards):
     }
 
 
-def retry_failed(paths):
-    """Records that say 'failed' are made older than anything, so that Snakemake plans their
-    runs again; the record stays until the new run replaces it."""
-    for path in paths:
-        if record_status(path) == "failed":
-            os.utime(path, (0, 0))
+def run_attempt(wildcards):
+    """A plain params value that changes when the run's record says it failed, so that the next
+    invocation runs it again (the failed record stays until the new one replaces it); the
+    harness stores it in the record, so that a run that then succeeded is not run again."""
+    path = record_path(wildcards.workload, wildcards.framework, wildcards.run)
+    record = read_record(path) or {}
+    if record.get("status") == "failed":
+        return f"again after the failure at {record.get('started_at')}"
+    return record.get("attempt", "first")
 
 
 def run_records(workload):
     return list(RUN_SPECS.get(workload, {}))
-
-
-retry_failed([path for specs in RUN_SPECS.values() for path in specs])
 
 
 # ---- data of each workload ------------------------------------------------------------

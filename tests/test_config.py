@@ -1,3 +1,7 @@
+import shutil
+import subprocess
+import sys
+
 import pytest
 import yaml
 
@@ -40,3 +44,16 @@ def test_bad_config_stops_before_any_job(tmp_path, workflow_copy):
 def test_defaults_fill_what_a_preset_leaves_out():
     proc = snakemake("-n", "--configfile", "presets/smoke.yaml", "--print-compilation")
     assert proc.returncode == 0
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mnist:\n  epochs: [2\n")
+    check = subprocess.run([sys.executable, "-m", "dlbench.config", "presets/smoke.yaml", str(bad)], cwd=REPO,
+                           capture_output=True, text=True)
+    assert check.returncode != 0 and f"{bad}: not valid YAML: line 3" in check.stderr
+    copy = tmp_path / "copy"
+    shutil.copytree(workflow_copy, copy, ignore=shutil.ignore_patterns("results", ".snakemake"))
+    (copy / "config.yaml").write_text((copy / "config.yaml").read_text() + "oops: [\n")
+    proc = snakemake("-n", cwd=copy, check=False)
+    assert proc.returncode != 0 and "config.yaml: not valid YAML: line" in proc.stdout + proc.stderr

@@ -34,7 +34,7 @@ def main():
     sparse = spec.grad == "sparse"
     model = build_model(spec.model, sparse).to(device)
     opt = spec.optimizer
-    kwargs = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+    kwargs = {"lr": opt.lr, "betas": (opt.beta1, opt.beta2), "eps": opt.eps}
     if sparse:  # Adam rejects sparse gradients
         rest = [p for name, p in model.named_parameters() if not name.startswith("embedding.")]
         optimizers = [torch.optim.SparseAdam([model.embedding.weight], **kwargs), torch.optim.Adam(rest, **kwargs)]

@@ -62,3 +62,38 @@ def load_config(*paths):
         merge(config, yaml.safe_load(Path(path).read_text()) or {})
     validate(config, str(Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"))
     return check_config(config)
+
+
+def check_yaml(path):
+    """Raise ConfigError naming the file and line where a config file is not valid YAML."""
+    import yaml
+
+    try:
+        with open(path) as f:
+            yaml.safe_load(f)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise ConfigError(f"{path}: not valid YAML: {where}{getattr(err, 'problem', None) or err}") from None
+
+
+def main():
+    """python -m dlbench.config FILE...: check config files as the workflow would read them
+    (config.yaml, then each FILE, as --configfile FILE...), naming the file, line or key."""
+    import sys
+    from pathlib import Path
+
+    files = [Path(__file__).resolve().parents[2] / "config.yaml", *sys.argv[1:]]
+    try:
+        for path in files:
+            check_yaml(path)
+        load_config(*files)
+    except ConfigError as err:
+        raise SystemExit(f"error: {err}")
+    except Exception as err:  # the schema's ValidationError names the key
+        raise SystemExit(f"error: {err}")
+    print(f"ok: {', '.join(map(str, files))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import die_with_parent, kill_group
+from dlbench.protocol import TEMPORARY_PREFIX
 from dlbench.record import make_record, write_json
 from dlbench.specs import spec_from_dict
 
@@ -95,6 +96,7 @@ def main():
     parser.add_argument("--spec", required=True, help="the run's spec as JSON text")
     parser.add_argument("--out", required=True, help="the record to write")
     parser.add_argument("--lock", help="hold an exclusive lock on this file for the whole run")
+    parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
     args = parser.parse_args()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _stop)
@@ -106,10 +108,11 @@ def main():
         lock = exclusive(args.lock) if args.lock else None
         started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="dlbench-") as workdir:
-            result, code, tail, utilisation = train_in_child(spec, workdir)
-        record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=TEMPORARY_PREFIX, dir=Path(args.out).parent) as workdir:
+            result, code, tail, utilisation = train_in_child(spec, workdir)
+        record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation,
+                             args.attempt)
         write_json(args.out, record)
     except Stopped as signal_name:
         raise SystemExit(f"{spec['run_id']}: stopped by {signal_name}; the training was killed, no record written")

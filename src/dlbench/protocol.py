@@ -57,14 +57,17 @@ import shutil
 import signal
 import sys
 import time
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
+
+
+TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
 
 
 class NotApplicable(Exception):
@@ -250,10 +253,20 @@ def run_process(rank, spec_dict, result_path, device_kind):
 
 
 def _end_with_harness(spec_path):
-    """When the harness ends (even by kill -9), this process gets SIGTERM: remove the run's
-    temporary folder and kill this process group (data-parallel ranks, loader workers)."""
+    """When the harness ends (even by kill -9), this process gets SIGTERM: it removes the
+    run's temporary folder (the harness's, named .dlbench-*, nothing else) and kills its
+    process group (data-parallel ranks, loader workers). Forked children inherit the
+    handler but keep the default behaviour."""
+    owner = os.getpid()
+    workdir = Path(spec_path).resolve().parent
+
     def handler(signum, frame):
-        shutil.rmtree(Path(spec_path).parent, ignore_errors=True)
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        if workdir.name.startswith(TEMPORARY_PREFIX):
+            shutil.rmtree(workdir, ignore_errors=True)
         kill_group(os.getpgid(0))
 
     signal.signal(signal.SIGTERM, handler)
@@ -284,4 +297,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    # Run main() of the imported module, not of this __main__ copy, so that the exceptions
+    # the frameworks raise (dlbench.protocol.NotApplicable) are the ones main() catches.
+    from dlbench.protocol import main as protocol_main
+
+    protocol_main()

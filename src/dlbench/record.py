@@ -96,7 +96,7 @@ def peak_memory(result, utilisation):
             "gpu_allocator_peak": result.get("gpu_allocator_peak") or {}}
 
 
-def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisation=None):
+def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisation=None, attempt="first"):
     """The run record (schemas/run.schema.json) from what the training process left.
 
     `point` is the run's sweep point ({key: value}, the run id's fields); `result` is what
@@ -136,6 +136,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "utilisation": utilisation,
         "started_at": started,
         "wall_s": wall_s,
+        "attempt": attempt,
     }
 
 
@@ -147,9 +148,15 @@ def write_json(path, data):
     os.replace(tmp, path)
 
 
+def read_record(path):
+    """A record on disk as a dict, None if there is none (or it cannot be read)."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def record_status(path):
     """The status a record on disk says (ok, failed, not_applicable), None if there is none."""
-    try:
-        return json.loads(Path(path).read_text()).get("status")
-    except (OSError, ValueError, AttributeError):
-        return None
+    return (read_record(path) or {}).get("status")

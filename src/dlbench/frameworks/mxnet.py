@@ -10,6 +10,7 @@ OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, when the library loads. Noth
 in the workload modules imports it at module level (the protocol imports both before setup).
 """
 import os
+import signal
 import subprocess
 import sys
 
@@ -113,8 +114,20 @@ def train_step(net, loss_fn, trainer, placement, inputs, labels):
     return nd.add_n(*[loss.sum().as_in_context(ctx[0]) for loss in losses]) / batch
 
 
-def keep_loader(placement, loader):
-    """Register a DataLoader whose worker pool `teardown` closes; returns the loader."""
+def data_loader(placement, dataset, **options):
+    """A Gluon DataLoader (its worker pool, if any, starts now), closed by `teardown`.
+
+    Its workers are forked with SIGTERM's default action: the training process's SIGTERM
+    handler ends the whole run (dlbench.protocol), and a forked worker would inherit it and
+    run it when its pool terminates it (at teardown, or on a loading error).
+    """
+    from mxnet import gluon
+
+    handler = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        loader = gluon.data.DataLoader(dataset, **options)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
     placement.handles["loaders"].append(loader)
     return loader
 

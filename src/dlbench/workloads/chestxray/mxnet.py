@@ -132,12 +132,10 @@ class PathBatches:
 
 def loader(workload, dataset, sampler):
     """A DataLoader with spec.workers worker processes (started now, closed at teardown)."""
-    from mxnet import gluon
-
     spec = workload.spec
-    return backend.keep_loader(workload.placement, gluon.data.DataLoader(
-        dataset, batch_sampler=sampler, num_workers=spec.workers, pin_memory=workload.placement.device_kind == "gpu",
-        timeout=max(120, int(spec.timeout_s))))
+    return backend.data_loader(workload.placement, dataset, batch_sampler=sampler, num_workers=spec.workers,
+                               pin_memory=workload.placement.device_kind == "gpu",
+                               timeout=max(120, int(spec.timeout_s)))
 
 
 def training_loader(workload):

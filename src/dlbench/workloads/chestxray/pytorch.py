@@ -20,7 +20,6 @@ from dlbench.chestxray import eval_transform, read_image, sample_rng, train_tran
 from dlbench.frameworks import pytorch as backend
 from dlbench.workloads.chestxray import ChestXray
 
-
 # --- the model: DenseNet-BC as torchvision's densenet.py builds it, with its module names -------
 
 class DenseLayer(nn.Module):

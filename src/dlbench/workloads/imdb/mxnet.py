@@ -90,10 +90,10 @@ class MXNetImdb(Imdb):
         # Labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet. The
         # worker pool starts here and is kept; a batch is loaded when the epoch asks for it.
         dataset = gluon.data.ArrayDataset(self.train_sequences, self.train_labels.astype(np.float32))
-        self.loader = backend.keep_loader(self.placement, gluon.data.DataLoader(
-            dataset, batch_sampler=self.sampler, num_workers=workers,
+        self.loader = backend.data_loader(
+            self.placement, dataset, batch_sampler=self.sampler, num_workers=workers,
             batchify_fn=unwrap_batch_shared if workers > 0 else unwrap_batch,
-            pin_memory=self.placement.device_kind == "gpu", timeout=max(120, int(self.spec.timeout_s))))
+            pin_memory=self.placement.device_kind == "gpu", timeout=max(120, int(self.spec.timeout_s)))
 
     def batches(self, epoch, order):
         self.trainer.set_learning_rate(self.learning_rate(epoch))

@@ -62,7 +62,7 @@ class PyTorchImdb(Imdb):
 
     def build_training(self):
         opt = self.spec.optimizer
-        kwargs = dict(lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
+        kwargs = {"lr": opt.lr, "betas": (opt.beta1, opt.beta2), "eps": opt.eps}
         if self.sparse:  # Adam rejects sparse gradients: SparseAdam for the embedding, Adam for the rest
             dense = [p for name, p in self.model.named_parameters() if not name.startswith("embedding.")]
             self.optimizers = [torch.optim.SparseAdam([self.model.embedding.weight], **kwargs),

@@ -1,0 +1,74 @@
+"""ChestX-ray DenseNet-121 in plain MXNet Gluon, as a tutorial writes the loop: the model
+zoo's DenseNet-121, the benchmark's batch, threads, optimizer and epochs on one context,
+random NDArrays in memory shaped as the synthetic input (a pool of at most SYNTHETIC_POOL
+images reused by index, labels of the training split's size).
+
+Leaves out what the harness adds: its child process and memory sampling, the shared sample
+order and synthetic values (MXNet's and numpy's RNG here), data parallelism over contexts,
+validation after every epoch and the final test evaluation, the loss read.
+
+    python benchmarks/chestxray/mxnet.py SPEC_FILE
+"""
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, read_labels_csv
+from dlbench.specs import spec_from_dict
+from dlbench.workloads.chestxray.mxnet import build_model
+
+# This file is named mxnet.py and Python puts its folder first on sys.path, where `import
+# mxnet` would find this script instead of the package: the folder comes off the path.
+if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = spec_from_dict(json.load(f))
+    # MXNet reads its thread settings once, at import.
+    os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
+    import mxnet as mx
+    from mxnet import autograd, gluon
+
+    ctx = mx.gpu(0) if spec.device != "cpu" and mx.context.num_gpus() > 0 else mx.cpu(0)
+    mx.random.seed(spec.seed)
+    np.random.seed(spec.seed)
+
+    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    crop = spec.data.crop
+    pool = min(n_train, SYNTHETIC_POOL)
+    images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
+    labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")
+
+    net = build_model(spec.model.classes)
+    net.initialize(ctx=ctx)
+    net.hybridize(static_alloc=True)
+    opt = spec.optimizer
+    trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
+                                                           "beta2": opt.beta2, "epsilon": opt.eps})
+    loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
+    n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
+
+    for epoch in range(1, spec.epochs + 1):
+        start = time.perf_counter()
+        order = np.random.permutation(n_train)
+        for i in range(n_batches):
+            index = order[i * spec.batch:(i + 1) * spec.batch]
+            x = mx.nd.take(images, mx.nd.array(index % pool, dtype="int64")).as_in_context(ctx)
+            y = mx.nd.take(labels, mx.nd.array(index, dtype="int64")).as_in_context(ctx)
+            with autograd.record():
+                loss = loss_fn(net(x), y)
+            loss.backward()
+            trainer.step(spec.batch)
+        mx.nd.waitall()  # the engine is asynchronous: the epoch ends when its work is done
+        wall_s = time.perf_counter() - start
+        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""The ChestX-ray training loader alone in TensorFlow: the ChestX-ray module's tf.data loader
+(TrainLoader: decode, the shared seed's crop and flip, normalise, `workers` parallel map
+calls) through the same distributed-dataset path as training, one device (OneDeviceStrategy).
+The step only touches each batch on the device.
+"""
+import tensorflow as tf
+
+from dlbench.frameworks import tensorflow as backend
+from dlbench.workloads.chestxray.tensorflow import TrainLoader
+from dlbench.workloads.chestxray_loader import ChestXrayLoader
+
+
+class TensorFlowChestXrayLoader(ChestXrayLoader):
+    def build_training(self):
+        self.loader = TrainLoader(self)
+        strategy = backend.strategy(self.placement)
+
+        def touch(images, labels):
+            return tf.reduce_sum(images[:, 0, 0, 0]) + tf.reduce_sum(labels[:, 0])
+
+        @tf.function(reduce_retracing=True)
+        def consume(batch):
+            # Returned, so that the graph keeps the ops that read the batch.
+            return strategy.experimental_local_results(strategy.run(touch, args=batch))
+
+        self.consume = consume
+
+    def batches(self, epoch, order):
+        return self.loader.batches(epoch, order)
+
+    def train_step(self, batch):
+        self.consume(batch)
+        return None  # no loss: the batch is on the device, that is all a loader does
+
+
+WORKLOAD = TensorFlowChestXrayLoader

@@ -1,0 +1,201 @@
+"""Faults and hostile input: nothing runs that should not, nothing is lost, nothing is hidden."""
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import numpy as np
+import pytest
+import yaml
+
+from dlbench.envs import env_hash
+from dlbench.mnist import IDX_FILES
+from conftest import REPO, copy_workflow, snakemake, venv_python
+from test_chestxray_data import synthetic_label_text
+from test_imdb_data import object_array
+from test_mnist_data import idx_bytes
+
+SMOKE = ("--configfile", "presets/smoke.yaml")
+RUN = "results/runs/mnist/pytorch/model~{model}_duplicate~1_batch~64_devices~{devices}_strategy~{strategy}_repeat~1.json"
+SMALL = RUN.format(model="small", devices=1, strategy="single")
+LARGE_DDP = RUN.format(model="large", devices=2, strategy="ddp")
+
+
+def hostile(root, name):
+    """A folder whose name would run commands if a shell saw it unquoted; and has spaces."""
+    path = root / f"{name} $(touch pwned-{name}) `touch pwned2-{name}`; touch pwned3-{name}"
+    path.mkdir(parents=True)
+    return path
+
+
+def pwned(*folders):
+    return [p for folder in folders for p in folder.rglob("pwned*")]
+
+
+@pytest.mark.slow
+def test_hostile_paths_run_nothing_and_paths_with_spaces_work(tmp_path):
+    workflow = copy_workflow(tmp_path / "workflow")
+    places = tmp_path / "places"
+    # venv_prefix: the shared venvs, seen through a hostile prefix
+    prefix = hostile(places, "venvs")
+    for stack in ("data", "report"):
+        (prefix / f"{stack}-{env_hash(REPO / 'envs' / f'{stack}.yaml')}").symlink_to(
+            os.path.dirname(venv_python(stack)))
+    mnist = hostile(places, "mnist")
+    rng = np.random.default_rng(0)
+    arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
+              "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
+    for key, name in IDX_FILES.items():
+        (mnist / name).write_bytes(gzip.compress(idx_bytes(arrays[key])))
+    npz = hostile(places, "imdb") / "imdb.npz"
+    np.savez(npz, x_train=object_array([[1, 2, 3]] * 4 + [[4, 5]] * 4), y_train=np.array([0, 1] * 4),
+             x_test=object_array([[1, 2]] * 4), y_test=np.array([0, 1] * 2))
+    nih = hostile(places, "nih")
+    (nih / "Data_Entry_2017.csv").write_text(synthetic_label_text(40))
+    images = hostile(places, "images")
+    labels = [line.split(",")[0] for line in synthetic_label_text(40).splitlines()[1:]]
+    subprocess.run([venv_python("data"), "-c", "import sys\nfrom dlbench.chestxray import save_png, synthetic_image\n"
+                    "for name in sys.argv[2:]: save_png(synthetic_image(name, 0), f'{sys.argv[1]}/{name}')",
+                    str(images), *labels], check=True)
+    config = tmp_path / "hostile.yaml"
+    config.write_text(yaml.safe_dump({
+        "venv_prefix": str(prefix),
+        "mnist": {"source": {"kind": "idx", "location": str(mnist)}},
+        "imdb": {"source": {"kind": "npz", "location": str(npz)}},
+        "chestxray": {"labels": {"kind": "nih", "nih_dir": str(nih)}, "images_dir": str(images),
+                      "subset": {"train": 8, "valid": 4, "test": 4}},
+    }))
+    targets = ["results/data/mnist/train-images.npy", "results/data/imdb/summary.json",
+               "results/data/chestxray/images.csv"]
+    proc = snakemake(*targets, "--cores", "2", "--configfile", "presets/smoke.yaml", str(config), cwd=workflow,
+                     check=False)
+    assert not pwned(workflow, tmp_path), "a path from the config ran as a command"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert all((workflow / target).exists() for target in targets)
+    assert json.loads((workflow / "results/data/imdb/summary.json").read_text())["splits"]["train"]["reviews"] == 8
+
+
+@pytest.fixture(scope="module")
+def mnist_workflow(tmp_path_factory):
+    """A fresh copy of the workflow with the smoke MNIST data prepared."""
+    workflow = copy_workflow(tmp_path_factory.mktemp("faults"))
+    snakemake("results/data/mnist/train-x1-images.npy", "--cores", "2", *SMOKE, cwd=workflow)
+    return workflow
+
+
+def processes_in(folder, marker=""):
+    """{pid: command line} of the processes working in `folder` whose command names `marker`."""
+    found = {}
+    for proc in os.listdir("/proc"):
+        try:
+            if proc.isdigit() and os.readlink(f"/proc/{proc}/cwd") == str(folder):
+                args = open(f"/proc/{proc}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                if marker in args and "snakemake" not in args:
+                    found[int(proc)] = args
+        except OSError:  # ended meanwhile, or not ours to read
+            pass
+    return found
+
+
+def wait_for(condition, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def start(workflow, *args):
+    return subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--cores", "2", *SMOKE], cwd=workflow,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("victim", ["snakemake", "harness"])
+def test_kill_9_leaves_no_training_behind(mnist_workflow, victim):
+    snake = start(mnist_workflow, LARGE_DDP, "--forcerun", "train")
+    try:  # the harness, the trainer and its two DistributedDataParallel ranks
+        assert wait_for(lambda: len(processes_in(mnist_workflow, "spawn_main")) >= 2, 120), "no training started"
+        [harness] = processes_in(mnist_workflow, "dlbench.harness")
+        os.kill(snake.pid if victim == "snakemake" else harness, signal.SIGKILL)
+        killed = time.monotonic()
+        gone = wait_for(lambda: not processes_in(mnist_workflow), 15)
+        print(f"kill -9 of {victim}: no training process after {time.monotonic() - killed:.1f} s")
+        assert gone, processes_in(mnist_workflow)
+    finally:
+        if snake.poll() is None:
+            os.killpg(snake.pid, signal.SIGKILL)
+        snake.wait()
+        subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *SMOKE], cwd=mnist_workflow,
+                       capture_output=True)
+    assert not list((mnist_workflow / "results").rglob(".dlbench-*")), "a temporary folder was left"
+
+
+@pytest.mark.slow
+def test_two_invocations_train_one_after_the_other(mnist_workflow):
+    first = start(mnist_workflow, SMALL, "--forcerun", "train")
+    second = start(mnist_workflow, RUN.format(model="large", devices=1, strategy="single"), "--forcerun", "train")
+    assert first.wait(600) == 0 and second.wait(600) == 0
+    spans = []
+    for path in (SMALL, RUN.format(model="large", devices=1, strategy="single")):
+        record = json.loads((mnist_workflow / path).read_text())
+        assert record["status"] == "ok"
+        start_s = datetime.fromisoformat(record["started_at"]).timestamp()
+        spans.append((start_s, start_s + record["wall_s"]))
+    (a_start, a_end), (b_start, b_end) = sorted(spans)
+    assert b_start >= a_end - 1, f"the runs overlapped: {spans}"  # started_at has whole seconds
+
+
+@pytest.mark.slow
+def test_a_failed_run_is_said_at_the_end_and_retried_once_fixed(mnist_workflow, tmp_path):
+    tight = tmp_path / "tight.yaml"
+    tight.write_text("mnist:\n  timeout_minutes: 0.001\n")
+    proc = snakemake(SMALL, "--cores", "2", *SMOKE, str(tight), cwd=mnist_workflow, check=False)
+    assert proc.returncode == 0  # the record says failed; the invocation goes on
+    assert "dlbench runs: 0 ok, 0 not applicable, 1 failed" in proc.stderr
+    assert f"failed: {SMALL} (log: results/logs/runs/mnist/pytorch/" in proc.stderr
+    assert json.loads((mnist_workflow / SMALL).read_text())["status"] == "failed"
+    strict = tmp_path / "strict.yaml"
+    strict.write_text("mnist:\n  timeout_minutes: 0.001\nfail_on_failed_runs: true\n")
+    proc = snakemake(SMALL, "--cores", "2", *SMOKE, str(strict), cwd=mnist_workflow, check=False)
+    assert proc.returncode != 0 and "1 run(s) failed (fail_on_failed_runs is set)" in proc.stderr
+    proc = snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)  # the cause fixed
+    assert "1 ok" in proc.stderr and json.loads((mnist_workflow / SMALL).read_text())["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_a_bad_source_keeps_the_data_prepared_before(mnist_workflow, tmp_path):
+    prepared = {p: p.read_bytes() for p in (mnist_workflow / "results" / "data" / "mnist").glob("*.npy")}
+    broken = tmp_path / "idx"
+    broken.mkdir()
+    for name in IDX_FILES.values():
+        (broken / name).write_bytes(b"\x1f\x8b not gzip")
+    config = tmp_path / "broken.yaml"
+    config.write_text(yaml.safe_dump({"mnist": {"source": {"kind": "idx", "location": str(broken)}}}))
+    proc = snakemake("results/data/mnist/train-images.npy", "--cores", "2", *SMOKE, str(config),
+                     cwd=mnist_workflow, check=False)
+    assert proc.returncode != 0
+    assert "train-images-idx3-ubyte.gz" in (mnist_workflow / "results/logs/mnist/prepare.log").read_text()
+    assert {p: p.read_bytes() for p in prepared} == prepared, "prepared data was lost"
+
+
+@pytest.mark.slow
+def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow, tmp_path):
+    good = json.loads((mnist_workflow / SMALL).read_text())
+    (tmp_path / "good.json").write_text(json.dumps(good))
+    (tmp_path / "bad.json").write_text('{"status": "ok", "epochs": [')
+    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "epochs", "environment", "unsuccessful",
+                                                         "utilisation")}
+    proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
+                           str(tmp_path / "bad.json"), *[arg for name, path in out.items()
+                                                         for arg in (f"--{name}", str(path))]],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "bad.json: cannot be read as JSON" in proc.stderr
+    assert len(out["runs"].read_text().splitlines()) == 2  # the header and the good run
+    assert "bad.json" in out["unsuccessful"].read_text() and "invalid" in out["unsuccessful"].read_text()
