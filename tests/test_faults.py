@@ -2,6 +2,7 @@
 import gzip
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -157,7 +158,7 @@ def test_a_failed_run_is_said_at_the_end_and_retried_once_fixed(mnist_workflow, 
     tight.write_text("mnist:\n  timeout_minutes: 0.001\n")
     proc = snakemake(SMALL, "--cores", "2", *SMOKE, str(tight), cwd=mnist_workflow, check=False)
     assert proc.returncode == 0  # the record says failed; the invocation goes on
-    assert "dlbench runs: 0 ok, 0 not applicable, 1 failed" in proc.stderr
+    assert re.search(r"dlbench runs: \d+ ok, \d+ not applicable, 1 failed", proc.stderr), proc.stderr[-2000:]
     assert f"failed: {SMALL} (log: results/logs/runs/mnist/pytorch/" in proc.stderr
     assert json.loads((mnist_workflow / SMALL).read_text())["status"] == "failed"
     strict = tmp_path / "strict.yaml"
@@ -165,7 +166,8 @@ def test_a_failed_run_is_said_at_the_end_and_retried_once_fixed(mnist_workflow, 
     proc = snakemake(SMALL, "--cores", "2", *SMOKE, str(strict), cwd=mnist_workflow, check=False)
     assert proc.returncode != 0 and "1 run(s) failed (fail_on_failed_runs is set)" in proc.stderr
     proc = snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)  # the cause fixed
-    assert "1 ok" in proc.stderr and json.loads((mnist_workflow / SMALL).read_text())["status"] == "ok"
+    assert re.search(r"dlbench runs: \d+ ok, \d+ not applicable, 0 failed", proc.stderr), proc.stderr[-2000:]
+    assert json.loads((mnist_workflow / SMALL).read_text())["status"] == "ok"
 
 
 @pytest.mark.slow

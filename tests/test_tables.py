@@ -97,7 +97,7 @@ def test_unreadable_record_is_named(tmp_path):
 def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
     made = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0, utilisation={
         "interval_s": 0.5, "cpu_count": 2, "t_s": [0.5, 1.0], "cpu_percent": [50.0, 99.0],
-        "rss_bytes": [10, 20], "gpu_percent": [[10, 20], [30, 40]], "gpu_memory_bytes": [[1, 2], [3, 4]],
+        "pss_bytes": [10, 20], "gpu_percent": [[10, 20], [30, 40]], "gpu_memory_bytes": [[1, 2], [3, 4]],
         "gpu_process_bytes": [5, 7]})
     [loaded] = load_records(write_records(tmp_path, made))
     rows = utilisation_rows([loaded])
@@ -105,7 +105,7 @@ def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
     assert rows["gpu_percent_1"].tolist() == [20, 40]  # one column per GPU
     assert set(rows["strategy"]) == {"single"} and set(rows["run_id"]) == {made["run_id"]}
     # the peaks come from the samples of the whole process tree, the same for every framework
-    assert loaded["memory"]["peak_rss_bytes"] == 20 and loaded["memory"]["gpu_process_peak_bytes"] == 7
+    assert loaded["memory"]["peak_pss_bytes"] == 20 and loaded["memory"]["gpu_process_peak_bytes"] == 7
 
 
 def test_final_results_are_flattened_into_the_runs_table(tmp_path):

@@ -103,7 +103,7 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         assert run["summary"]["samples_per_s"] > 0
         assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
-        assert run["memory"]["peak_rss_bytes"] > 0
+        assert run["memory"]["peak_pss_bytes"] > 0
         assert run["utilisation"]["t_s"], "the harness samples utilisation"
         if workload == "chestxray-loader":
             assert run["parameters"] is None and run["epochs"][0]["loss"] is None

@@ -24,7 +24,7 @@ def gpu_memory_of(pids):
 
 
 class UtilisationSampler(threading.Thread):
-    """Samples every `interval_s` until stopped: machine CPU %, RSS of the process tree of
+    """Samples every `interval_s` until stopped: machine CPU %, memory (PSS) of the process tree of
     `pid`, per GPU its utilisation % and memory in use, and the GPU memory of the tree's
     processes (the same measure for every framework)."""
 
@@ -32,18 +32,21 @@ class UtilisationSampler(threading.Thread):
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
         self.interval_s = interval_s
-        self.samples = {"t_s": [], "cpu_percent": [], "rss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": [],
+        self.samples = {"t_s": [], "cpu_percent": [], "pss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": [],
                         "gpu_process_bytes": []}
         self._halt = threading.Event()
 
     def _tree(self):
         return [self.process, *self.process.children(recursive=True)]
 
-    def _rss(self, tree):
+    def _pss(self, tree):
+        """Memory of the tree: the sum of the processes' PSS, which splits the pages that
+        processes share (forked loader workers, data-parallel ranks) between them, so that
+        shared pages count once."""
         total = 0
         for proc in tree:
             try:
-                total += proc.memory_info().rss
+                total += proc.memory_full_info().pss
             except psutil.Error:  # ended between listing and reading
                 pass
         return total
@@ -54,12 +57,12 @@ class UtilisationSampler(threading.Thread):
         while not self._halt.wait(self.interval_s):
             try:
                 tree = self._tree()
-                rss = self._rss(tree)
+                pss = self._pss(tree)
             except psutil.Error:  # the run has ended
                 break
             self.samples["t_s"].append(round(time.monotonic() - start, 3))
             self.samples["cpu_percent"].append(psutil.cpu_percent(interval=None))
-            self.samples["rss_bytes"].append(rss)
+            self.samples["pss_bytes"].append(pss)
             if GPUS:
                 self.samples["gpu_percent"].append([pynvml.nvmlDeviceGetUtilizationRates(g).gpu for g in GPUS])
                 self.samples["gpu_memory_bytes"].append([pynvml.nvmlDeviceGetMemoryInfo(g).used for g in GPUS])

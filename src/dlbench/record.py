@@ -85,14 +85,16 @@ KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device"
 
 
 def peak_memory(result, utilisation):
-    """Peak memory, measured the same way for every framework: the largest sampled RSS of the
-    run's whole process tree (loader workers included) and, where there are GPUs, the largest
-    sampled GPU memory of its processes (NVML); besides, each framework's own allocator peak
-    under its own name (they measure different things and are not compared)."""
+    """Peak memory, measured by the harness the same way for every framework: the largest
+    sampled PSS of the run's whole process tree (loader workers included, shared pages once)
+    and, where there are GPUs, the largest sampled GPU memory of its processes (NVML);
+    besides, each framework's own allocator peak under its own name (they measure different
+    things and are not compared). Benchmarks run without the harness report the sum of
+    their processes' peak RSS (peak_rss_bytes) instead."""
     samples = utilisation or {}
-    rss = max(samples.get("rss_bytes") or [0]) or result.get("peak_rss_bytes")
-    gpu = max(samples.get("gpu_process_bytes") or [0]) or None
-    return {"peak_rss_bytes": rss or None, "gpu_process_peak_bytes": gpu,
+    return {"peak_pss_bytes": max(samples.get("pss_bytes") or [0]) or None,
+            "peak_rss_bytes": result.get("peak_rss_bytes"),
+            "gpu_process_peak_bytes": max(samples.get("gpu_process_bytes") or [0]) or None,
             "gpu_allocator_peak": result.get("gpu_allocator_peak") or {}}
 
 

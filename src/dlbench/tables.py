@@ -83,6 +83,7 @@ def run_row(record):
         **{k: v for key, value in record["final"].items() for k, v in _flatten(value, key).items()},
         "final_eval_s": record["final_eval_s"],
         "parameters": record["parameters"],
+        "peak_pss_bytes": memory["peak_pss_bytes"],
         "peak_rss_bytes": memory["peak_rss_bytes"],
         "gpu_process_peak_bytes": memory["gpu_process_peak_bytes"],
         **{f"gpu_allocator_peak {name}": value for name, value in memory["gpu_allocator_peak"].items()},
@@ -149,7 +150,7 @@ def utilisation_rows(records):
         samples = record.get("utilisation")
         if not samples or not samples["t_s"]:
             continue
-        frame = pd.DataFrame({key: samples[key] for key in ("t_s", "cpu_percent", "rss_bytes")})
+        frame = pd.DataFrame({key: samples[key] for key in ("t_s", "cpu_percent", "pss_bytes")})
         for name in ("gpu_percent", "gpu_memory_bytes"):
             for gpu, series in enumerate(zip(*samples[name])):
                 frame[f"{name}_{gpu}"] = series
@@ -159,7 +160,7 @@ def utilisation_rows(records):
         frame.insert(0, "framework", record["framework"])
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["framework", "run_id", *point_keys(records), "t_s", "cpu_percent", "rss_bytes"])
+        return pd.DataFrame(columns=["framework", "run_id", *point_keys(records), "t_s", "cpu_percent", "pss_bytes"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -167,7 +168,7 @@ def tables(records):
     """(runs, epochs) data frames of one workload's records."""
     runs = pd.DataFrame([run_row(r) for r in records])
     # Whole numbers stay whole where some runs have none (nullable integers).
-    integer_columns = ["epochs", "parameters", "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit"]
+    integer_columns = ["epochs", "parameters", "peak_pss_bytes", "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     epochs = pd.DataFrame([row for r in records for row in epoch_rows(r)])
     order = ["framework", *point_keys(records)]

@@ -14,10 +14,11 @@ import signal
 import subprocess
 import sys
 
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.protocol import FrameworkError, Placement
 from dlbench.record import gpus
 
-STRATEGIES = ("single", "kvstore")
+STRATEGIES = ("single", *FRAMEWORKS["mxnet"])
 
 
 def version():
@@ -35,7 +36,7 @@ def visible_gpus():
     if "mxnet" in sys.modules:
         return sys.modules["mxnet"].context.num_gpus()
     out = subprocess.run([sys.executable, "-c", "import mxnet; print(mxnet.context.num_gpus())"],
-                         capture_output=True, text=True)
+                         check=False, capture_output=True, text=True)
     if out.returncode != 0:
         last = out.stderr.strip().splitlines()[-1:] or ["no error output"]
         raise FrameworkError(f"mxnet cannot be imported to count its GPUs: {last[0]}")

@@ -43,7 +43,8 @@ def decode(path, crop):
     try:
         image = mx.image.imread(path, flag=0)
     except mx.base.MXNetError as err:
-        raise DataError(f"{path}: unreadable image ({str(err).splitlines()[0]})") from err
+        reason = str(err).strip().splitlines()[-1]  # MXNet's message ends with the check that failed
+        raise DataError(f"{path}: unreadable image ({reason})") from err
     height, width = image.shape[:2]
     if height < crop or width < crop:
         raise DataError(f"{path}: {height} x {width} is smaller than the {crop} x {crop} crop")
@@ -127,7 +128,7 @@ class PathBatches:
             yield self.paths[start:start + self.batch]
 
     def __len__(self):
-        return -(-len(self.paths) // self.batch)
+        return (len(self.paths) + self.batch - 1) // self.batch
 
 
 def loader(workload, dataset, sampler):

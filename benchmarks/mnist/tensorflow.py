@@ -1,0 +1,65 @@
+"""MNIST in plain TensorFlow/Keras, as a tutorial writes the loop: model.compile and
+model.fit on a tf.data pipeline of the training arrays in memory; the benchmark's model,
+batch, threads, optimizer and epochs on one device.
+
+Leaves out what the harness adds: its child process and memory sampling, the shared sample
+order (tf.data's shuffle here), the tf.distribute strategy and its distributed dataset, data
+parallelism, evaluation after every epoch, the loss read. fit runs without XLA
+(jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
+
+    python benchmarks/mnist/tensorflow.py SPEC_FILE
+"""
+import json
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from dlbench.specs import spec_from_dict
+from dlbench.workloads.mnist.tensorflow import build_model
+
+
+class EpochTimer(keras.callbacks.Callback):
+    """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
+
+    def __init__(self, samples):
+        super().__init__()
+        self.samples = samples
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if tf.config.list_logical_devices("GPU"):
+            tf.test.experimental.sync_devices()
+        wall_s = time.perf_counter() - self.start
+        print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        spec = spec_from_dict(json.load(f))
+    tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    gpus = tf.config.list_physical_devices("GPU")
+    tf.config.set_visible_devices([] if spec.device == "cpu" else gpus[:1], "GPU")
+    keras.utils.set_random_seed(spec.seed)
+
+    limit = spec.data.train_limit
+    images = np.load(spec.data.train_images, mmap_mode="r")[:limit].transpose(0, 2, 3, 1).astype(np.float32)
+    labels = np.load(spec.data.train_labels, mmap_mode="r")[:limit].astype(np.int32)
+    n_batches = len(images) // spec.batch  # the last partial batch is dropped, as in the harness
+    data = (tf.data.Dataset.from_tensor_slices((images, labels))
+            .shuffle(len(images)).batch(spec.batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
+
+    model = build_model(spec.model.name)
+    opt = spec.optimizer
+    model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    model.fit(data, epochs=spec.epochs, verbose=0, callbacks=[EpochTimer(n_batches * spec.batch)])
+
+
+if __name__ == "__main__":
+    main()
