@@ -6,7 +6,7 @@
 Both run the same model, batch, threads and data in the same environment, one device, with
 no other training job running: the harness as the workflow runs it (python -m
 dlbench.harness: a child process, the shared protocol, evaluation after every epoch, timed
-apart), the bare loop as a tutorial would write it (benchmarks/<workload>/<framework>.py).
+apart), the bare loop as a tutorial would write it (benchmarks/<workload>/bare_<framework>.py).
 Each round runs both, in alternating order (ABBA), so that drift of the machine falls on
 both. Steady throughput is samples/s over the epochs after the first. Prints, per round,
 harness / bare, then their median and range over the rounds; 1.0 means no overhead.
@@ -52,7 +52,7 @@ def run_harness(python, spec_json, workdir):
 def run_bare(python, spec_json, workload, framework, workdir):
     spec_file = Path(workdir) / "spec.json"
     spec_file.write_text(spec_json)
-    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"{framework}.py"), str(spec_file)],
+    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"bare_{framework}.py"), str(spec_file)],
                           check=True, cwd=REPO, capture_output=True, text=True)
     return steady_throughput([json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")])
 

@@ -12,35 +12,37 @@ XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step 
     python benchmarks/chestxray/tensorflow.py SPEC_FILE
 """
 import json
+import os
 import sys
 import time
 
-import keras
-import tensorflow as tf
-
 from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, read_labels_csv
 from dlbench.specs import spec_from_dict
-from dlbench.workloads.chestxray.tensorflow import build_model
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
-
-    def __init__(self, samples):
-        super().__init__()
-        self.samples = samples
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        if tf.config.list_logical_devices("GPU"):
-            tf.test.experimental.sync_devices()
-        wall_s = time.perf_counter() - self.start
-        print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
 
 
 def main():
+    # The framework's imports here: see the end of this file.
+    import keras
+    import tensorflow as tf
+
+    from dlbench.workloads.chestxray.tensorflow import build_model
+
+    class EpochTimer(keras.callbacks.Callback):
+        """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
+
+        def __init__(self, samples):
+            super().__init__()
+            self.samples = samples
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            if tf.config.list_logical_devices("GPU"):
+                tf.test.experimental.sync_devices()
+            wall_s = time.perf_counter() - self.start
+            print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
+
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
@@ -64,8 +66,13 @@ def main():
     opt = spec.optimizer
     model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True), jit_compile=False)
-    model.fit(data, epochs=spec.epochs, verbose=0, callbacks=[EpochTimer(n_batches * spec.batch)])
+    model.fit(data, epochs=spec.epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
 
 
 if __name__ == "__main__":
+    if not sys.flags.safe_path:
+        # This file is named tensorflow.py, and Python puts its folder first on sys.path,
+        # where `import tensorflow` would find this script instead of the package: run it
+        # again with -P, which leaves the folder off the path (no sys.path edit).
+        os.execv(sys.executable, [sys.executable, "-P", *sys.argv])
     main()

@@ -11,35 +11,38 @@ without XLA (jit_compile=False, which Keras would pick on a GPU), as the harness
     python benchmarks/imdb/tensorflow.py SPEC_FILE
 """
 import json
+import os
 import sys
 import time
 
-import keras
 import numpy as np
-import tensorflow as tf
 
 from dlbench.specs import spec_from_dict
-from dlbench.workloads.imdb.tensorflow import build_model
-
-
-class EpochTimer(keras.callbacks.Callback):
-    """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
-
-    def __init__(self, samples):
-        super().__init__()
-        self.samples = samples
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        if tf.config.list_logical_devices("GPU"):
-            tf.test.experimental.sync_devices()
-        wall_s = time.perf_counter() - self.start
-        print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
 
 
 def main():
+    # The framework's imports here: see the end of this file.
+    import keras
+    import tensorflow as tf
+
+    from dlbench.workloads.imdb.tensorflow import build_model
+
+    class EpochTimer(keras.callbacks.Callback):
+        """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
+
+        def __init__(self, samples):
+            super().__init__()
+            self.samples = samples
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            if tf.config.list_logical_devices("GPU"):
+                tf.test.experimental.sync_devices()
+            wall_s = time.perf_counter() - self.start
+            print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
+
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
@@ -62,8 +65,14 @@ def main():
     # The study's schedule: the base rate times `factor` every `every_epochs` epochs (epoch counts from 0).
     step_decay = keras.callbacks.LearningRateScheduler(
         lambda epoch: opt.lr * schedule.factor ** (epoch // schedule.every_epochs))
-    model.fit(data, epochs=spec.epochs, verbose=0, callbacks=[step_decay, EpochTimer(n_batches * spec.batch)])
+    model.fit(data, epochs=spec.epochs, verbose=0, shuffle=False,
+              callbacks=[step_decay, EpochTimer(n_batches * spec.batch)])
 
 
 if __name__ == "__main__":
+    if not sys.flags.safe_path:
+        # This file is named tensorflow.py, and Python puts its folder first on sys.path,
+        # where `import tensorflow` would find this script instead of the package: run it
+        # again with -P, which leaves the folder off the path (no sys.path edit).
+        os.execv(sys.executable, [sys.executable, "-P", *sys.argv])
     main()

@@ -7,24 +7,18 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (MXNet's and numpy's RNG here), data parallelism over contexts,
 validation after every epoch and the final test evaluation, the loss read.
 
-    python benchmarks/chestxray/mxnet.py SPEC_FILE
+    python benchmarks/chestxray/bare_mxnet.py SPEC_FILE
 """
 import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, read_labels_csv
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.chestxray.mxnet import build_model
-
-# This file is named mxnet.py and Python puts its folder first on sys.path, where `import
-# mxnet` would find this script instead of the package: the folder comes off the path.
-if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 
 
 def main():

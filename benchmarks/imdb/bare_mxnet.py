@@ -6,23 +6,17 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order (numpy's permutation here), the DataLoader and its workers (batches are gathered here
 in the training process), evaluation after every epoch, the loss read.
 
-    python benchmarks/imdb/mxnet.py SPEC_FILE
+    python benchmarks/imdb/bare_mxnet.py SPEC_FILE
 """
 import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.imdb.mxnet import build_model
-
-# This file is named mxnet.py and Python puts its folder first on sys.path, where `import
-# mxnet` would find this script instead of the package: the folder comes off the path.
-if Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]
 
 
 def main():
