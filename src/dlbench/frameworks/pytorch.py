@@ -120,3 +120,24 @@ def teardown(placement):
     if placement.processes > 1:
         dist.barrier()  # no rank tears down while another still talks to it
         dist.destroy_process_group()
+
+
+class ModelMethods:
+    """What every PyTorch workload module does the same way with its self.model and
+    self.device: predictions in eval mode without gradients, the parameter count, loading a
+    state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert)."""
+
+    input_dtype = "float32"  # of the numpy inputs predict() receives
+
+    @torch.no_grad()
+    def predict(self, inputs):
+        self.model.eval()
+        outputs = self.model(torch.from_numpy(inputs.astype(self.input_dtype, copy=False)).to(self.device))
+        self.model.train()
+        return outputs.cpu().numpy()
+
+    def parameter_count(self):
+        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+
+    def load_weights(self, weights):
+        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})

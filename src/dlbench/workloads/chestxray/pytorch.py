@@ -196,7 +196,7 @@ def on_device(batches, device):
         yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
-class PyTorchChestXray(ChestXray):
+class PyTorchChestXray(backend.ModelMethods, ChestXray):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = backend.device(self.placement)
@@ -249,20 +249,6 @@ class PyTorchChestXray(ChestXray):
                             num_workers=self.spec.workers)
         for images in loader:
             yield images.numpy()
-
-    @torch.no_grad()
-    def predict(self, inputs):
-        self.model.eval()
-        images = torch.from_numpy(np.ascontiguousarray(inputs, dtype=np.float32)).to(self.device)
-        outputs = self.model(images).cpu().numpy()
-        self.model.train()
-        return outputs
-
-    def parameter_count(self):
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-    def load_weights(self, weights):
-        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
 
 
 WORKLOAD = PyTorchChestXray

@@ -5,7 +5,6 @@ Loading: a DataLoader over the training tensors whose sampler yields index tenso
 gather of a whole batch (TensorDataset[indices]). Its workers are persistent and started in
 build_training; each epoch only sets the sampler's order.
 """
-import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
@@ -51,7 +50,8 @@ class EpochOrder(Sampler):
         return len(self.order)
 
 
-class PyTorchImdb(Imdb):
+class PyTorchImdb(backend.ModelMethods, Imdb):
+    input_dtype = "int64"
     sparse_gradients = True  # nn.Embedding(sparse=True) with SparseAdam
 
     def build_model(self):
@@ -99,20 +99,6 @@ class PyTorchImdb(Imdb):
         for optimizer in self.optimizers:
             optimizer.step()
         return loss.detach()
-
-    @torch.no_grad()
-    def predict(self, inputs):
-        self.model.eval()
-        tokens = torch.from_numpy(np.ascontiguousarray(inputs, dtype=np.int64)).to(self.device)
-        outputs = self.model(tokens).cpu().numpy()
-        self.model.train()
-        return outputs
-
-    def parameter_count(self):
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-    def load_weights(self, weights):
-        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
 
 
 WORKLOAD = PyTorchImdb

@@ -24,7 +24,7 @@ def build_model(name):
     raise ValueError(f"unknown model {name!r}")
 
 
-class PyTorchMnist(Mnist):
+class PyTorchMnist(backend.ModelMethods, Mnist):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = backend.device(self.placement)
@@ -50,19 +50,6 @@ class PyTorchMnist(Mnist):
         loss.backward()
         self.optimizer.step()
         return loss.detach()
-
-    @torch.no_grad()
-    def predict(self, inputs):
-        self.model.eval()
-        outputs = self.model(torch.from_numpy(inputs).to(self.device)).cpu().numpy()
-        self.model.train()
-        return outputs
-
-    def parameter_count(self):
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-    def load_weights(self, weights):
-        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
 
 
 WORKLOAD = PyTorchMnist
