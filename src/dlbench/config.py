@@ -13,6 +13,7 @@ class ConfigError(ValueError):
 def check_config(config):
     """Check the frameworks and strategies; fill each workload's strategies and weights for
     every framework (a framework left out takes all of its own strategies, and no weights)."""
+    config.setdefault("frameworks", list(FRAMEWORKS))
     for framework in config["frameworks"]:
         if framework not in FRAMEWORKS:
             raise ConfigError(f"config frameworks: unknown framework {framework!r} "
