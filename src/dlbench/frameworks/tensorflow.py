@@ -90,16 +90,20 @@ def _launch_workers(n):
                 w.wait()
 
 
+def _exit_on_error(kind, value, tb):
+    """A worker's uncaught error: its traceback, then exit 1 at once, not by the interpreter's
+    normal exit, which can hang on TF's gRPC threads (the launcher then stops the others)."""
+    traceback.print_exception(kind, value, tb)
+    sys.stderr.flush()
+    os._exit(1)
+
+
 def launch(spec, target, args):
     """target(worker, *args): here, or in each of N worker processes (multiworker on N > 1 devices)."""
     worker = os.environ.get(WORKER_ENV)
     if worker is not None:
-        try:
-            target(int(worker), *args)
-        except BaseException:
-            traceback.print_exc()
-            sys.stderr.flush()
-            os._exit(1)  # not a normal exit, which can hang on TF's gRPC threads
+        sys.excepthook = _exit_on_error
+        target(int(worker), *args)
     elif spec.strategy == "multiworker" and spec.devices > 1:
         _launch_workers(spec.devices)
     else:

@@ -27,7 +27,6 @@ from dlbench.frameworks import tensorflow as backend
 from dlbench.specs import DENSENET121
 from dlbench.workloads.chestxray import ChestXray
 
-
 # --- model -----------------------------------------------------------------------------------------
 
 def build_model(classes, crop, weights=None):
