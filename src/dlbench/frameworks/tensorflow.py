@@ -6,12 +6,14 @@ devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiwor
 (MultiWorkerMirroredStrategy, one worker process per device, started by `launch` with a
 TF_CONFIG cluster on 127.0.0.1).
 
-Training is a custom loop over a distributed dataset: `distribute` builds the epoch's
-`strategy.distribute_datasets_from_function` input (replica r of a process takes shard r of
-each of the process's batches), and `make_train_step` a tf.function that runs one
-`strategy.run(step)` on one distributed batch. The harness owns the loop and calls the step
-once per batch, as Keras' fit does with steps_per_execution=1 (the old scripts traced a whole
-epoch into one graph; the shared protocol needs the loop in Python).
+Training is a custom training loop: `distribute` builds the epoch's input (a tf.data dataset
+per replica; replica r of a process takes shard r of each of the process's batches; with
+several replicas in a process, strategy.distribute_datasets_from_function), and
+`make_train_step` a tf.function that runs one `strategy.run(step)` on one batch. The harness
+owns the loop and calls the step once per batch, as Keras' fit does with
+steps_per_execution=1: per-step calls now, where the old scripts traced a whole epoch into
+one graph, because the shared protocol needs the loop in Python. The batch shapes are fixed
+(drop_remainder), so the step is traced once.
 """
 import json
 import os
@@ -224,28 +226,41 @@ def loader_options(workers):
     return options
 
 
-def distribute(placement, order, make_dataset, prefetch):
-    """The epoch's order as a distributed dataset: replica r of this process takes shard r
+def distribute(placement, order, make_dataset):
+    """The epoch's order as this process's input: replica r of the process takes shard r
     (dlbench.protocol.shard) of each of the process's batches.
 
     order: this process's index batches (n_batches, process batch). make_dataset(shards):
-    shards is an int array (n_batches x local replicas, per-replica batch) in the order the
-    replicas take them (round robin); it returns a tf.data.Dataset with one element (a
-    per-replica batch) per row. prefetch: whether the distributed iterator keeps one batch per
-    replica ready on its device (tf.distribute's default); False loads each batch when the step
-    asks for it, as a loader without workers does.
-    """
-    def dataset_fn(context):
-        local = context.num_replicas_in_sync // context.num_input_pipelines
-        return make_dataset(np.stack([shard(b, r, local) for b in order for r in range(local)]))
+    shards is an int array (n_batches, per-replica batch), the shards of one replica; it
+    returns a tf.data.Dataset with one element (a per-replica batch) per row.
 
-    options = None if prefetch else tf.distribute.InputOptions(experimental_per_replica_buffer_size=0)
-    return strategy(placement).distribute_datasets_from_function(dataset_fn, options)
+    One replica per process (single, multiworker): the process's dataset itself, which
+    strategy.run takes as the replica's input. Several (mirrored): a distributed dataset,
+    strategy.distribute_datasets_from_function with one input pipeline per replica
+    (InputReplicationMode.PER_REPLICA), its elements left in host memory for strategy.run to
+    copy. Neither uses tf.distribute's multi-device iterator: it is built on tf.data's
+    GeneratorDataset, whose construction in TF 2.21 sets glibc's M_TRIM_THRESHOLD to 128 KB
+    for the whole process ("Memory patch applied"), after which every large allocation
+    faults its pages in afresh: the steps that follow take twice the CPU time on a CPU
+    (DenseNet-121, batch 2: 500,000 minor page faults per step instead of 42,000).
+    """
+    dist = strategy(placement)
+    local = placement.local_devices
+    if local == 1:
+        return make_dataset(order)
+
+    def dataset_fn(context):
+        return make_dataset(np.stack([shard(b, context.input_pipeline_id, local) for b in order]))
+
+    options = tf.distribute.InputOptions(experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+                                         experimental_fetch_to_device=False)
+    return dist.distribute_datasets_from_function(dataset_fn, options)
 
 
 def make_train_step(placement, replica_step):
-    """A tf.function of one distributed batch: strategy.run(replica_step) and the mean loss of
-    this process's batch, on the device (no cross-worker reduction per step).
+    """A tf.function of one batch (per replica, from `distribute`): strategy.run(replica_step)
+    and the mean loss of this process's batch, on the device (no cross-worker reduction per
+    step; the harness reduces the epoch's sum once, outside the clock).
 
     replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
     tf.distribute (so that the gradients summed over replicas are the global batch's mean):

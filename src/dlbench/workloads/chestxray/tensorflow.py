@@ -8,9 +8,10 @@ decode_jpeg or decode_png, the crop at (top, left) and the flip that the shared 
 (self.augmentation, fed to tf.data beside the indices), the grey value replicated to 3
 channels and ImageNet-normalised), `workers` parallel map calls; "synthetic": the task's random
 images as host tensors (NHWC), gathered by index % pool in tf.data, nothing decoded. Either
-way each replica takes its shard of the process's batches (the distributed dataset), and one
-tf.function step per batch (strategy.run) is called from the harness's loop, as Keras' fit
-with steps_per_execution=1.
+way each replica takes its shard of the process's batches
+(dlbench.frameworks.tensorflow.distribute), and one tf.function step per batch (strategy.run)
+is called from the harness's loop, as Keras' fit with steps_per_execution=1 (the old script
+traced a whole epoch into one graph; the shared protocol owns the loop).
 """
 import dataclasses
 import functools
@@ -124,8 +125,7 @@ class TrainLoader:
         return data.with_options(backend.loader_options(self.workers))
 
     def batches(self, epoch, order):
-        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(epoch, shards),
-                                  prefetch=self.workers > 0)
+        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(epoch, shards))
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -169,7 +169,7 @@ class TensorFlowChestXray(ChestXray):
                     .map(lambda i: (tf.gather(self.images, i % pool), tf.gather(self.labels, i)))
                     .with_options(backend.loader_options(0)))
 
-        return backend.distribute(self.placement, order, make_dataset, prefetch=False)
+        return backend.distribute(self.placement, order, make_dataset)
 
     def replica_step(self, images, labels):
         with tf.GradientTape() as tape:

@@ -1,6 +1,7 @@
 """The ChestX-ray training loader alone in TensorFlow: the ChestX-ray module's tf.data loader
 (TrainLoader: decode, the shared seed's crop and flip, normalise, `workers` parallel map
-calls) through the same distributed-dataset path as training, one device (OneDeviceStrategy).
+calls) through the same input path as training (dlbench.frameworks.tensorflow.distribute),
+one device (OneDeviceStrategy).
 The step only touches each batch on the device.
 """
 import tensorflow as tf

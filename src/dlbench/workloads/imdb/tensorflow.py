@@ -5,7 +5,8 @@ from the sequences in host memory. With workers > 0 the gathers run as `workers`
 calls in a private pool of `workers` threads, `workers` batches prefetched; with 0 workers
 they run in the consuming thread, without the parallelism or prefetch tf.data would add
 itself. One tf.function step per batch (strategy.run under OneDeviceStrategy), called from
-the harness's loop, as Keras' fit with steps_per_execution=1.
+the harness's loop, as Keras' fit with steps_per_execution=1 (the old script traced a whole
+epoch into one graph; the shared protocol owns the loop).
 """
 import keras
 import numpy as np
@@ -68,7 +69,7 @@ class TensorFlowImdb(Imdb):
                 data = data.prefetch(workers)
             return data.with_options(backend.loader_options(workers))
 
-        return backend.distribute(self.placement, order, make_dataset, prefetch=workers > 0)
+        return backend.distribute(self.placement, order, make_dataset)
 
     def replica_step(self, sequences, labels):
         with tf.GradientTape() as tape:

@@ -2,10 +2,10 @@
 MultiWorkerMirroredStrategy.
 
 The training data lives in host memory as tensors; each batch is one tf.gather in a tf.data
-pipeline, distributed to the replicas (dlbench.frameworks.tensorflow.distribute), with no
-loader threads or prefetch: it loads when the step asks for it. One tf.function step per
-batch (strategy.run), called from the harness's loop, as Keras' fit with
-steps_per_execution=1.
+pipeline per replica (dlbench.frameworks.tensorflow.distribute), with no loader threads or
+prefetch: it loads when the step asks for it. One tf.function step per batch
+(strategy.run), called from the harness's loop, as Keras' fit with steps_per_execution=1
+(the old script traced a whole epoch into one graph; the shared protocol owns the loop).
 """
 import keras
 import numpy as np
@@ -66,7 +66,7 @@ class TensorFlowMnist(Mnist):
                     .map(lambda i: (tf.gather(self.images, i), tf.gather(self.labels, i)))
                     .with_options(backend.loader_options(0)))
 
-        return backend.distribute(self.placement, order, make_dataset, prefetch=False)
+        return backend.distribute(self.placement, order, make_dataset)
 
     def replica_step(self, images, labels):
         with tf.GradientTape() as tape:
