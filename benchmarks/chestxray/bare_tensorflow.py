@@ -9,10 +9,9 @@ order and synthetic values (TF's RNG here), the tf.distribute strategy, data par
 validation after every epoch and the final test evaluation, the loss read. fit runs without
 XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
 
-    python benchmarks/chestxray/tensorflow.py SPEC_FILE
+    python benchmarks/chestxray/bare_tensorflow.py SPEC_FILE
 """
 import json
-import os
 import sys
 import time
 
@@ -21,7 +20,6 @@ from dlbench.specs import spec_from_dict
 
 
 def main():
-    # The framework's imports here: see the end of this file.
     import keras
     import tensorflow as tf
 
@@ -70,9 +68,4 @@ def main():
 
 
 if __name__ == "__main__":
-    if not sys.flags.safe_path:
-        # This file is named tensorflow.py, and Python puts its folder first on sys.path,
-        # where `import tensorflow` would find this script instead of the package: run it
-        # again with -P, which leaves the folder off the path (no sys.path edit).
-        os.execv(sys.executable, [sys.executable, "-P", *sys.argv])
     main()
