@@ -13,7 +13,6 @@ import argparse
 import mmap
 import multiprocessing
 import os
-import sys
 import time
 from collections import deque
 from datetime import datetime, timezone

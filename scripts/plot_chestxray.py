@@ -1,6 +1,5 @@
 """The DenseNet-121 study's table and charts, and the loader and preprocessing results."""
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd

@@ -1,6 +1,5 @@
 """The Borealis AI study's table and figures from the IMDB runs and epochs tables."""
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd

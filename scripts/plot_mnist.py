@@ -1,6 +1,5 @@
 """The MNIST study's figures from the runs and epochs tables."""
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd

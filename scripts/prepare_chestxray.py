@@ -9,7 +9,6 @@ images: the images that labels.csv lists -> a manifest (image, path, source): th
 """
 import argparse
 import os
-import sys
 from multiprocessing import Pool
 from pathlib import Path
 

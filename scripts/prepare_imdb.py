@@ -2,7 +2,6 @@
 padded token sequences (.npy), the vocabulary (JSON) and a summary (JSON)."""
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np

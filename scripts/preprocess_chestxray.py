@@ -8,7 +8,6 @@ Both backends shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_A
 """
 import argparse
 import os
-import sys
 import time
 from datetime import datetime, timezone
 from multiprocessing import Pool

@@ -13,7 +13,7 @@ import pytest
 from dlbench.chestxray import FINDINGS
 from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.tables import load_records
-from conftest import REPO, snakemake, venv_python
+from conftest import snakemake, venv_python
 
 FRAMEWORKS = tuple(KNOWN)
 WORKLOADS = ("mnist", "imdb", "chestxray")

@@ -280,3 +280,22 @@ def make_train_step(placement, replica_step):
 def make_adam(spec, learning_rate):
     opt = spec.optimizer
     return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
+
+
+class StepMethods:
+    """What every TensorFlow workload module does the same way: one replica's step with a
+    GradientTape (self.model, self.loss_fn, self.optimizer), the per-batch call of the step
+    compiled by make_train_step (self.step), and the parameter count."""
+
+    def replica_step(self, inputs, labels):
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(labels, self.model(inputs, training=True))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+        return loss
+
+    def train_step(self, batch):
+        return self.step(batch)
+
+    def parameter_count(self):
+        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)

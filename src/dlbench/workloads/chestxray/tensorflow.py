@@ -130,7 +130,7 @@ class TrainLoader:
 
 # --- training --------------------------------------------------------------------------------------
 
-class TensorFlowChestXray(ChestXray):
+class TensorFlowChestXray(backend.StepMethods, ChestXray):
     def build_model(self):
         check_model_spec(self.spec.model)
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
@@ -171,16 +171,6 @@ class TensorFlowChestXray(ChestXray):
 
         return backend.distribute(self.placement, order, make_dataset)
 
-    def replica_step(self, images, labels):
-        with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, self.model(images, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        return loss
-
-    def train_step(self, batch):
-        return self.step(batch)
-
     def eval_inputs(self, paths):
         """The images of `paths` decoded and centre-cropped by tf.data, as NCHW float32 batches."""
         decode, crop, workers = decoder(paths), self.spec.data.crop, self.spec.workers
@@ -199,9 +189,6 @@ class TensorFlowChestXray(ChestXray):
 
     def predict(self, inputs):
         return self.infer(np.ascontiguousarray(inputs.transpose(0, 2, 3, 1))).numpy()
-
-    def parameter_count(self):
-        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
 
     def load_weights(self, weights):
         """torchvision's DenseNet state dict: conv OIHW -> HWIO, BN (weight, bias, running mean,

@@ -32,7 +32,7 @@ def build_model(vocabulary, embedding, hidden, maxlen, classes):
     ])
 
 
-class TensorFlowImdb(Imdb):
+class TensorFlowImdb(backend.StepMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         self.strategy = backend.strategy(self.placement)
@@ -71,21 +71,8 @@ class TensorFlowImdb(Imdb):
 
         return backend.distribute(self.placement, order, make_dataset)
 
-    def replica_step(self, sequences, labels):
-        with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, self.model(sequences, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        return loss
-
-    def train_step(self, batch):
-        return self.step(batch)
-
     def predict(self, inputs):
         return self.infer(inputs.astype(np.int32)).numpy()
-
-    def parameter_count(self):
-        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
 
     def load_weights(self, weights):
         """PyTorch's embedding, LSTM and classifier: the LSTM's kernels transposed (its gates

@@ -35,7 +35,7 @@ def to_nhwc(images):
     return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
 
 
-class TensorFlowMnist(Mnist):
+class TensorFlowMnist(backend.StepMethods, Mnist):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = backend.strategy(self.placement)
@@ -68,21 +68,8 @@ class TensorFlowMnist(Mnist):
 
         return backend.distribute(self.placement, order, make_dataset)
 
-    def replica_step(self, images, labels):
-        with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, self.model(images, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        return loss
-
-    def train_step(self, batch):
-        return self.step(batch)
-
     def predict(self, inputs):
         return self.infer(to_nhwc(inputs)).numpy()
-
-    def parameter_count(self):
-        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
 
     def load_weights(self, weights):
         """PyTorch's nn.Sequential state dict: conv OIHW -> HWIO, linear (out, in) -> (in, out);
