@@ -1,6 +1,7 @@
 # ChestX-ray14: NIH labels -> a patient-wise split -> images (the user's, or synthetic) ->
-# resized once per image library and format -> the decode benchmark; training and the
-# framework loader benchmark are in runs.smk.
+# resized once per image library and format (training data) -> the decode benchmark; the
+# preprocessing benchmark times resizing apart; training and the framework loader benchmark
+# are in runs.smk.
 
 
 rule chestxray_labels:
@@ -55,7 +56,6 @@ rule preprocess_chestxray:
     output:
         manifest=update(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv"),
         images=update(directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}")),
-        record="results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
         **script_inputs("preprocess_chestxray.py"),
@@ -65,8 +65,6 @@ rule preprocess_chestxray:
         reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
         size=CHESTXRAY["preprocess"]["size"],
     threads: workflow.cores
-    resources:
-        training=1,
     log:
         "results/logs/chestxray/preprocess-{backend}-{format}.log",
     wildcard_constraints:
@@ -75,15 +73,48 @@ rule preprocess_chestxray:
     conda:
         lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
     shell:
-        "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
+        "{params.python:q} {input.script:q} prepare --manifest {input.manifest:q}"
+        " --backend {params.reader} --format {wildcards.format} --size {params.size}"
+        " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q} > {log:q} 2>&1"
+
+
+# The timed benchmarks: separate processes per repeat, every repeat 1 before any repeat 2.
+rule benchmark_preprocess:
+    output:
+        "results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}_repeat~{repeat}.json",
+    input:
+        manifest=f"{CHESTXRAY_DATA}/images.csv",
+        **script_inputs("preprocess_chestxray.py"),
+        python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
+    params:
+        python=run_python,
+        reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
+        size=CHESTXRAY["preprocess"]["size"],
+        images=CHESTXRAY["benchmark_images"]["preprocess"],
+        units=MEASUREMENT["steady_units"],
+        seed=config["seed"],
+    threads: workflow.cores
+    resources:
+        training=1,
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend)
+    log:
+        "results/logs/chestxray/benchmark-preprocess-{backend}-{format}-repeat~{repeat}.log",
+    wildcard_constraints:
+        backend="pillow-simd|pillow|opencv",
+        format="jpeg|png",
+        repeat=r"\d+",
+    conda:
+        lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
+    shell:
+        "{params.python:q} {input.script:q} bench --manifest {input.manifest:q}"
         " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format} --size {params.size}"
-        " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q}"
-        " --record {output.record:q} > {log:q} 2>&1"
+        " --threads {threads} --images {params.images} --units {params.units} --seed {params.seed}"
+        " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
 
 
 rule decode_chestxray:
     output:
-        "results/runs/chestxray-decode/{backend}/backend~{backend}_format~{format}_workers~{workers}.json",
+        "results/runs/chestxray-decode/{backend}/backend~{backend}_format~{format}_workers~{workers}_repeat~{repeat}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv",
         **script_inputs("decode_chestxray.py"),
@@ -91,20 +122,24 @@ rule decode_chestxray:
     params:
         python=run_python,
         reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
-        epochs=CHESTXRAY["benchmark_epochs"],
+        images=CHESTXRAY["benchmark_images"]["decode"],
+        units=MEASUREMENT["steady_units"],
         seed=config["seed"],
     threads: workflow.cores
     resources:
         training=1,
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend)
     log:
-        "results/logs/chestxray/decode-{backend}-{format}-{workers}.log",
+        "results/logs/chestxray/decode-{backend}-{format}-{workers}-repeat~{repeat}.log",
     wildcard_constraints:
         backend="pillow-simd|pillow|opencv",
         format="jpeg|png",
         workers=r"\d+",
+        repeat=r"\d+",
     conda:
         lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
     shell:
         "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
         " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format}"
-        " --workers {wildcards.workers} --epochs {params.epochs} --seed {params.seed} --record {output:q} > {log:q} 2>&1"
+        " --workers {wildcards.workers} --images {params.images} --units {params.units} --seed {params.seed}"
+        " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"

@@ -153,6 +153,7 @@ WHEELS = wheel_sources()
 
 THREADS = workflow.cores  # each training job takes every core: they never run side by side
 TRAINING_LOCK = "results/training.lock"
+MEASUREMENT = config["measurement"]
 MNIST = config["mnist"]
 IMDB = config["imdb"]
 CHESTXRAY = config["chestxray"]
@@ -170,14 +171,14 @@ def specs_of(workload, rows, columns, build):
 
 RUN_SPECS = {}
 if "mnist" in WORKLOADS:
-    RUN_SPECS["mnist"] = specs_of("mnist", mnist_runs(MNIST, FRAMEWORKS), MNIST_COLUMNS, mnist_spec)
+    RUN_SPECS["mnist"] = specs_of("mnist", mnist_runs(MNIST, FRAMEWORKS, MEASUREMENT["repeats"]), MNIST_COLUMNS, mnist_spec)
 if "imdb" in WORKLOADS:
-    RUN_SPECS["imdb"] = specs_of("imdb", imdb_runs(IMDB, FRAMEWORKS), IMDB_COLUMNS, imdb_spec)
+    RUN_SPECS["imdb"] = specs_of("imdb", imdb_runs(IMDB, FRAMEWORKS, MEASUREMENT["repeats"]), IMDB_COLUMNS, imdb_spec)
 if "chestxray" in WORKLOADS:
-    RUN_SPECS["chestxray"] = specs_of("chestxray", chestxray_runs(CHESTXRAY, FRAMEWORKS), CHESTXRAY_COLUMNS,
+    RUN_SPECS["chestxray"] = specs_of("chestxray", chestxray_runs(CHESTXRAY, FRAMEWORKS, MEASUREMENT["repeats"]), CHESTXRAY_COLUMNS,
                                       chestxray_spec)
     RUN_SPECS["chestxray-loader"] = specs_of(
-        "chestxray-loader", loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS), LOADER_COLUMNS,
+        "chestxray-loader", loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS, MEASUREMENT["repeats"]), LOADER_COLUMNS,
         chestxray_loader_spec)
 
 
@@ -208,6 +209,19 @@ def run_attempt(wildcards):
     if record.get("status") == "failed":
         return f"again after the failure at {record.get('started_at')}"
     return record.get("attempt", "first")
+
+
+def repeat_priority(repeat, name):
+    """Job priority of a timed run: every repeat 1 before any repeat 2 (of every framework,
+    library and workload), so that drift of the machine does not land on one of them; within
+    a repeat the order of the frameworks (or libraries) turns by one each repeat."""
+    names = sorted(set(FRAMEWORKS) | set(IMAGE_BACKENDS))
+    turn = (names.index(name) + repeat) % len(names)
+    return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
+
+
+def run_priority(wildcards):
+    return repeat_priority(int(re.search(r"repeat~(\d+)", wildcards.run).group(1)), wildcards.framework)
 
 
 def run_records(workload):
@@ -245,19 +259,21 @@ IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillo
 def chestxray_preprocess_records():
     pre = CHESTXRAY["preprocess"]
     return [
-        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}.json"
+        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
         for backend in pre["backends"]
         for fmt in pre["formats"]
+        for repeat in range(1, MEASUREMENT["repeats"] + 1)
     ]
 
 
 def chestxray_decode_records():
     pre = CHESTXRAY["preprocess"]
     return [
-        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}.json"
+        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
         for backend in pre["backends"]
         for fmt in pre["formats"]
         for workers in CHESTXRAY["decode_workers"]
+        for repeat in range(1, MEASUREMENT["repeats"] + 1)
     ]
 
 
@@ -273,7 +289,7 @@ def chestxray_labels_source():
 # ---- targets -----------------------------------------------------------------------
 
 MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
-TABLES = ("runs", "epochs", "environment", "unsuccessful-runs", "utilisation")
+TABLES = ("runs", "epochs", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
 IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
 WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES, "chestxray": CHESTXRAY_FIGURES}
@@ -304,7 +320,7 @@ def report_targets():
     targets = [f"results/tables/{name}-{table}.csv" for name in record_sets() for table in TABLES]
     targets += [f"results/figures/{w}/{name}.png" for w in WORKLOADS for name in WORKLOAD_FIGURES[w]]
     targets += [f"results/tables/{w}-{name}.csv" for w in WORKLOADS for name in WORKLOAD_TABLES.get(w, [])]
-    return targets
+    return targets + ["results/tables/headline-ratios.csv"]
 
 
 # ---- the end of every invocation ----------------------------------------------------------

@@ -7,6 +7,9 @@ rule aggregate:
     output:
         runs=report(update("results/tables/{workload}-runs.csv"), caption="../report/runs.rst", category="{workload}", subcategory="tables", labels={"table": "runs"}),
         epochs=report(update("results/tables/{workload}-epochs.csv"), caption="../report/epochs.rst", category="{workload}", subcategory="tables", labels={"table": "epochs"}),
+        units=report(update("results/tables/{workload}-units.csv"), caption="../report/units.rst", category="{workload}", subcategory="tables", labels={"table": "timed units"}),
+        points=report(update("results/tables/{workload}-points.csv"), caption="../report/points.rst", category="{workload}", subcategory="tables", labels={"table": "statistics per point"}),
+        ratios=report(update("results/tables/{workload}-ratios.csv"), caption="../report/ratios.rst", category="{workload}", subcategory="tables", labels={"table": "ratios with intervals"}),
         environment=report(update("results/tables/{workload}-environment.csv"), caption="../report/environment.rst", category="{workload}", subcategory="tables", labels={"table": "environment"}),
         unsuccessful=report(update("results/tables/{workload}-unsuccessful-runs.csv"), caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
         utilisation=report(update("results/tables/{workload}-utilisation.csv"), caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
@@ -16,6 +19,14 @@ rule aggregate:
         python=env_input("report"),
     params:
         python=run_python,
+        min_unit_seconds=MEASUREMENT["min_unit_seconds"],
+        statistics=[
+            "--confidence", MEASUREMENT["confidence"], "--resamples", MEASUREMENT["resamples"],
+            "--cv-threshold", MEASUREMENT["cv_threshold"], "--seed", config["seed"],
+        ],
+        target=lambda wildcards: ["--target", "test_accuracy", config[wildcards.workload]["target_accuracy"]]
+        if wildcards.workload in ("mnist", "imdb") else [],
+        frameworks=FRAMEWORKS,
     log:
         "results/logs/report/aggregate-{workload}.log",
     wildcard_constraints:
@@ -24,7 +35,9 @@ rule aggregate:
         "../envs/report.yaml"
     shell:
         "{params.python:q} {input.script:q} {input.records:q}"
-        " --runs {output.runs:q} --epochs {output.epochs:q} --environment {output.environment:q}"
+        " --runs {output.runs:q} --epochs {output.epochs:q} --units {output.units:q} --points {output.points:q}"
+        " --ratios {output.ratios:q} --min-unit-seconds {params.min_unit_seconds} {params.statistics}"
+        " {params.target} --frameworks {params.frameworks:q} --environment {output.environment:q}"
         " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
 
 
@@ -37,6 +50,8 @@ rule plot_mnist:
     input:
         runs="results/tables/mnist-runs.csv",
         epochs="results/tables/mnist-epochs.csv",
+        points="results/tables/mnist-points.csv",
+        ratios="results/tables/mnist-ratios.csv",
         **script_inputs("plot_mnist.py"),
         python=env_input("report"),
     params:
@@ -47,8 +62,8 @@ rule plot_mnist:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs}"
-        " --outdir {params.outdir} > {log} 2>&1"
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --epochs {input.epochs:q}"
+        " --points {input.points:q} --ratios {input.ratios:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 rule plot_imdb:
@@ -61,6 +76,8 @@ rule plot_imdb:
     input:
         runs="results/tables/imdb-runs.csv",
         epochs="results/tables/imdb-epochs.csv",
+        points="results/tables/imdb-points.csv",
+        ratios="results/tables/imdb-ratios.csv",
         **script_inputs("plot_imdb.py"),
         python=env_input("report"),
     params:
@@ -72,7 +89,8 @@ rule plot_imdb:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs} --outdir {params.outdir}"
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --epochs {input.epochs:q} --outdir {params.outdir:q}"
+        " --points {input.points:q} --ratios {input.ratios:q}"
         " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
 
 
@@ -108,3 +126,20 @@ rule plot_chestxray:
         " --preprocess-runs {input.preprocess_runs} --decode-runs {input.decode_runs}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
         " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"
+
+
+rule headline:
+    output:
+        report(update("results/tables/headline-ratios.csv"), caption="../report/headline.rst", category="headline", labels={"table": "ratios of every workload"}),
+    input:
+        ratios=lambda wildcards: [f"results/tables/{name}-ratios.csv" for name in record_sets()],
+        **script_inputs("headline.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+    log:
+        "results/logs/report/headline.log",
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "{params.python:q} {input.script:q} {input.ratios:q} --out {output:q} > {log:q} 2>&1"

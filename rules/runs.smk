@@ -21,6 +21,7 @@ rule train:
     threads: workflow.cores
     resources:
         training=1,
+    priority: run_priority
     conda:
         "../envs/{framework}.yaml"
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).

@@ -1,4 +1,5 @@
-"""Validate a workload's run records and write its tidy tables (CSV).
+"""Validate a set of run records and write its tidy tables (CSV): runs, epochs, timed units,
+per-point statistics, ratios with intervals, environment, unsuccessful runs, utilisation.
 
 A record that cannot be read or does not match the schema is reported by name, listed in
 the unsuccessful-runs table as invalid, and left out; the others are still aggregated. The
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.tables import environment_rows, load_records, tables, unsuccessful, utilisation_rows
+from dlbench.stats import point_statistics, ratios
+from dlbench.tables import environment_rows, load_records, tables, units_table, unsuccessful, utilisation_rows
 
 
 def write_csv(frame, path):
@@ -25,19 +27,36 @@ def main():
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--runs", required=True, help="one row per run")
     parser.add_argument("--epochs", required=True, help="one row per run and epoch")
+    parser.add_argument("--units", required=True, help="one row per timed unit (warm-up and steady)")
+    parser.add_argument("--points", required=True, help="one row per point: median, IQR, interval, CV, flags")
+    parser.add_argument("--ratios", required=True, help="throughput ratios between frameworks and settings")
     parser.add_argument("--environment", required=True)
     parser.add_argument("--unsuccessful", required=True, help="failed and not applicable runs, invalid records, with why")
     parser.add_argument("--utilisation", required=True, help="one row per utilisation sample of each run")
+    parser.add_argument("--min-unit-seconds", type=float, required=True, help="shorter steady units are flagged")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument("--cv-threshold", type=float, default=0.05)
+    parser.add_argument("--seed", type=int, default=0, help="of the bootstrap")
+    parser.add_argument("--target", nargs=2, metavar=("METRIC", "VALUE"),
+                        help="time to accuracy: training time until METRIC first reaches VALUE")
+    parser.add_argument("--frameworks", nargs="*", help="the configured order of the frameworks (ratio order)")
     args = parser.parse_args()
     invalid = []
     records = load_records(args.records, invalid=invalid)
     for path, error in invalid:
         print(f"error: {error}", file=sys.stderr)
+    target = (args.target[0], float(args.target[1])) if args.target else None
     if records:
-        runs, epochs = tables(records)
+        runs, epochs = tables(records, target)
     else:
         runs, epochs = pd.DataFrame(columns=["status"]), pd.DataFrame()
-    frames = {args.runs: runs, args.epochs: epochs, args.environment: environment_rows(records),
+    units = units_table(records, args.min_unit_seconds)
+    statistics = dict(confidence=args.confidence, resamples=args.resamples, seed=args.seed)
+    frames = {args.runs: runs, args.epochs: epochs, args.units: units,
+              args.points: point_statistics(units, cv_threshold=args.cv_threshold, **statistics),
+              args.ratios: ratios(units, frameworks=args.frameworks, **statistics),
+              args.environment: environment_rows(records),
               args.unsuccessful: unsuccessful(runs, invalid), args.utilisation: utilisation_rows(records)}
     for path, frame in frames.items():
         write_csv(frame, path)

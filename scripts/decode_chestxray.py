@@ -1,13 +1,15 @@
 """The ChestX-ray14 loader benchmark without a framework (workload chestxray-decode).
 
-Per epoch, every preprocessed image of the manifest, in an order drawn from the seed and the
-epoch, is decoded (Pillow/pillow-simd or OpenCV), randomly cropped to 224, flipped with p=0.5
-and normalised into float32 3 x 224 x 224 (dlbench.chestxray.train_transform; each sample's
-random state comes from the seed, the epoch and its index), batch by batch, in this process
-(--workers 0) or in W worker processes, as a framework's data loader does: the workers write
-their batches into shared memory (as PyTorch's DataLoader puts its tensors in shared memory),
-at most 2 batches per worker in flight (its prefetch factor), and this process takes the
-batches in order. Writes a run record with images/s per epoch.
+A warm-up unit, then --units steady units, each of --images preprocessed images drawn in turn
+from the manifest in an order from the seed and the unit (cycling through it as often as
+needed, so the count does not depend on the training subset). Each image is decoded
+(Pillow/pillow-simd or OpenCV), randomly cropped to 224, flipped with p=0.5 and normalised into
+float32 3 x 224 x 224 (dlbench.chestxray.train_transform; each sample's random state comes from
+the seed, the unit and its position in the unit), batch by batch, in this process (--workers 0)
+or in W worker processes, as a framework's data loader does: the workers write their batches
+into shared memory (as PyTorch's DataLoader puts its tensors in shared memory), at most 2
+batches per worker in flight (its prefetch factor), and this process takes the batches in
+order. Writes a run record with images/s and the machine's CPU use per unit.
 """
 import argparse
 import mmap
@@ -22,8 +24,9 @@ import numpy as np
 
 from dlbench.cli import positive_int
 from dlbench.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,
-                                prepare_backend, read_image, read_manifest, sample_rng, summed_peak_rss,
-                                train_transform)
+                                benchmark_order, prepare_backend, read_image, read_manifest, sample_rng,
+                                summed_peak_rss, train_transform)
+from dlbench.machine import CpuMeter
 from dlbench.record import make_record, peak_rss_bytes, write_json
 
 PREFETCH = 2  # batches in flight per worker
@@ -46,11 +49,13 @@ def load_batch(item):
     return os.getpid(), peak_rss_bytes(), slot, len(paths)
 
 
-def epoch_batches(paths, batch_size, seed, epoch, backend):
-    """The batches of one epoch: every image once, in an order from the seed and the epoch."""
-    order = np.random.default_rng([seed, epoch]).permutation(len(paths))
-    return [([paths[i] for i in chunk], chunk.tolist(), seed, epoch, backend)
-            for chunk in np.array_split(order, range(batch_size, len(order), batch_size))]
+def unit_batches(paths, images, batch_size, seed, unit, backend):
+    """The batches of one unit: `images` of the paths in an order from the seed and the unit
+    (dlbench.chestxray.benchmark_order); a sample's index is its position in the unit, so an
+    image drawn twice is cropped differently."""
+    order = benchmark_order(len(paths), images, seed, unit)
+    return [([paths[i] for i in order[chunk]], chunk.tolist(), seed, unit, backend)
+            for chunk in np.array_split(np.arange(images), range(batch_size, images, batch_size))]
 
 
 def in_process(batches):
@@ -86,8 +91,10 @@ def main():
                         help="the format the manifest's images are in")
     parser.add_argument("--workers", type=int, default=0, help="0: decode in this process; W: W worker processes")
     parser.add_argument("--batch-size", type=positive_int, default=32)
-    parser.add_argument("--epochs", type=positive_int, default=2)
+    parser.add_argument("--images", type=positive_int, required=True, help="images decoded per unit")
+    parser.add_argument("--units", type=positive_int, default=3, help="steady units after the warm-up unit")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--repeat", type=positive_int, default=1, help="which repeat of the point this run is")
     parser.add_argument("--record", type=Path, required=True, help="run record (JSON) to write")
     parser.add_argument("--backend-name", required=True,
                         help="the record's framework: pillow-simd, pillow or opencv (the library behind the backend)")
@@ -105,37 +112,43 @@ def main():
         raise SystemExit(f"error: {args.manifest}: {len(wrong)} images are not {args.format}, e.g. {wrong[0]}")
 
     # The library is imported and the workers started before the clock; the workers live
-    # through every epoch (persistent workers): an epoch times decoding, transforming and
+    # through every unit (persistent workers): a unit times decoding, transforming and
     # handing the batches over, not the start of processes.
     prepare_backend(args.backend)
     slots = PREFETCH * args.workers if args.workers else 1
     _SLOTS = batch_slots(slots, args.batch_size)
+    meter = CpuMeter()  # created first: the workers are its descendants
     # fork: the workers inherit the shared batch buffers (and the imported library).
     pool = multiprocessing.get_context("fork").Pool(args.workers) if args.workers else None
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_run = time.perf_counter()
     epochs, reports = [], []
     try:
-        for epoch in range(1, args.epochs + 1):
-            batches = epoch_batches(paths, args.batch_size, args.seed, epoch, args.backend)
+        for unit in range(1, args.units + 2):  # unit 1 is the warm-up
+            batches = unit_batches(paths, args.images, args.batch_size, args.seed, unit, args.backend)
+            before = meter.read()
             t0 = time.perf_counter()
             samples = 0
             for pid, rss, _, n in (from_workers(pool, batches, slots) if pool else in_process(batches)):
                 samples += n
                 reports.append((pid, rss))
             wall_s = time.perf_counter() - t0
-            epochs.append({"epoch": epoch, "wall_s": wall_s, "samples": samples, "loss": None,  # nothing is trained
-                           "metric": {"images_per_s": samples / wall_s}, "eval_s": None})
-            print(f"epoch {epoch}: {samples} images in {wall_s:.2f} s ({samples / wall_s:.1f} images/s)")
+            machine = meter.usage(before, meter.read())
+            epochs.append({"epoch": unit, "wall_s": wall_s, "samples": samples, "steps": len(batches),
+                           "loss": None, "metric": {"images_per_s": samples / wall_s}, "eval_s": None,
+                           "machine": machine})  # nothing is trained
+            print(f"unit {unit}{' (warm-up)' if unit == 1 else ''}: {samples} images in {wall_s:.2f} s "
+                  f"({samples / wall_s:.1f} images/s)")
     except DataError as err:
         raise SystemExit(f"error: {err}")
     finally:
         if pool:
             pool.terminate()
     spec = {"workload": "chestxray-decode", "framework": args.backend_name,
-            "run_id": f"backend~{args.backend_name}_format~{args.format}_workers~{args.workers}",
+            "run_id": f"backend~{args.backend_name}_format~{args.format}_workers~{args.workers}_repeat~{args.repeat}",
             "backend": args.backend, "format": args.format, "workers": args.workers, "batch_size": args.batch_size,
-            "prefetch": PREFETCH, "images": len(paths), "epochs": args.epochs, "seed": args.seed, "device": "cpu",
+            "prefetch": PREFETCH, "images": args.images, "source_images": len(paths), "units": args.units,
+            "epochs": args.units + 1, "seed": args.seed, "repeat": args.repeat, "device": "cpu",
             "threads": max(1, args.workers), "timeout_s": 0}
     result = {
         "status": "ok",
@@ -146,7 +159,8 @@ def main():
         "peak_rss_bytes": summed_peak_rss(reports),
     }
     args.record.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.record, make_record(spec, {"backend": args.backend_name, "format": args.format, "workers": args.workers}, result, 0, [], started, time.perf_counter() - t_run))
+    point = {"backend": args.backend_name, "format": args.format, "workers": args.workers, "repeat": args.repeat}
+    write_json(args.record, make_record(spec, point, result, 0, [], started, time.perf_counter() - t_run))
 
 
 if __name__ == "__main__":

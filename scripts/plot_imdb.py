@@ -1,11 +1,12 @@
-"""The Borealis AI study's table and figures from the IMDB runs and epochs tables."""
+"""The Borealis AI study's table and figures from the IMDB runs, epochs, points and ratios
+tables; throughput and the sparse speed-up as medians with their bootstrap intervals."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import no_data, save
+from dlbench.plots import interval_plot, no_data, point_label, save
 
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 
@@ -18,15 +19,6 @@ def epoch_time_table(runs):
     return table.reset_index()
 
 
-def sparse_speedup(runs):
-    """PyTorch: dense steady epoch time over sparse, per batch size and workers."""
-    torch = runs[runs["framework"] == "pytorch"]
-    keys = ["batch", "workers", "repeat"]
-    dense = torch[torch["grad"] == "dense"].set_index(keys)["steady_epoch_s"]
-    sparse = torch[torch["grad"] == "sparse"].set_index(keys)["steady_epoch_s"]
-    return (dense / sparse).dropna().rename("speedup").reset_index()
-
-
 def nearest(values, target):
     return min(values, key=lambda v: (abs(v - target), v))
 
@@ -35,6 +27,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", required=True)
     parser.add_argument("--epochs", required=True)
+    parser.add_argument("--points", required=True)
+    parser.add_argument("--ratios", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--table", required=True, help="the epoch-time table (CSV)")
     parser.add_argument("--convergence-batch", type=int, default=256)
@@ -49,11 +43,10 @@ def main():
         return
     runs["run"] = runs["framework"] + "/" + runs["grad"]
 
-    grid = sns.relplot(data=runs, x="batch", y="steady_epoch_s", hue="workers", style="grad", col="framework",
-                       kind="line", marker="o", errorbar="sd", palette="viridis", height=3, aspect=1.1)
-    grid.set(xscale="log", xticks=sorted(runs["batch"].unique()), xticklabels=sorted(runs["batch"].unique()),
-             ylabel="mean epoch time (s), first left out")
-    save(grid, args.outdir / "epoch-time.png", "IMDB LSTM: time per epoch by batch size and loader workers")
+    points = pd.read_csv(args.points)
+    interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "median", "ci_low", "ci_high",
+                  args.outdir / "epoch-time.png", "IMDB LSTM: training throughput by batch size and loader workers",
+                  "reviews/s, steady epochs: median and bootstrap interval")
 
     epochs = pd.read_csv(args.epochs)
     epochs = epochs[epochs["status"] == "ok"].copy()
@@ -70,15 +63,11 @@ def main():
     grid.set(xlabel="test accuracy after the last epoch", ylabel="", xlim=(0, 1))
     save(grid, args.outdir / "accuracy.png", "IMDB LSTM: test accuracy")
 
-    speedup = sparse_speedup(runs)
-    if speedup.empty:
-        no_data(args.outdir / "sparse-speedup.png", "no PyTorch run with both dense and sparse gradients")
-    else:
-        grid = sns.catplot(data=speedup, x="batch", y="speedup", hue="workers", kind="bar", errorbar="sd",
-                           palette="viridis", height=3.5, aspect=1.4)
-        grid.refline(y=1, color="grey", linestyle=":")
-        grid.set(ylabel="dense / sparse epoch time")
-        save(grid, args.outdir / "sparse-speedup.png", "PyTorch: speed-up of sparse embedding gradients")
+    ratios = pd.read_csv(args.ratios)
+    sparse = ratios[ratios["comparison"].str.contains("sparse", na=False)].reset_index(drop=True)
+    interval_plot(sparse, sparse["framework"] + " " + point_label(sparse.assign(framework=""), ["batch", "workers"]),
+                  "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
+                  "PyTorch: speed-up of sparse embedding gradients", "throughput sparse / dense (interval)", reference=1)
 
 
 if __name__ == "__main__":

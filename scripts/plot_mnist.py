@@ -1,11 +1,12 @@
-"""The MNIST study's figures from the runs and epochs tables."""
+"""The MNIST study's figures from the runs, epochs, points and ratios tables: throughput and
+scale-up as medians with their bootstrap intervals, flagged where a point is not steady."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import no_data, save
+from dlbench.plots import interval_plot, no_data, point_label, save
 
 
 def label(frame):
@@ -13,32 +14,12 @@ def label(frame):
     return frame["framework"] + "/" + frame["strategy"]
 
 
-def strategy_lines(runs):
-    """One line per framework and data-parallel strategy, each starting at its framework's
-    one-device runs (which have no strategy): rows of 'run' like pytorch/ddp."""
-    parts = []
-    for framework, rows in runs.groupby("framework"):
-        single = rows[rows["devices"] == 1]
-        strategies = sorted(set(rows.loc[rows["devices"] > 1, "strategy"])) or ["single"]
-        for strategy in strategies:
-            line = pd.concat([single, rows[(rows["devices"] > 1) & (rows["strategy"] == strategy)]])
-            parts.append(line.assign(run=f"{framework}/{strategy}"))
-    return pd.concat(parts, ignore_index=True)
-
-
-def with_scale_up(runs):
-    """images/s relative to the same framework, model, data and batch on one device."""
-    keys = ["framework", "model", "duplicate", "batch", "repeat"]
-    single = runs[runs["devices"] == 1][keys + ["samples_per_s"]].rename(columns={"samples_per_s": "single_device"})
-    merged = runs.merge(single, on=keys, how="left")
-    merged["scale_up"] = merged["samples_per_s"] / merged["single_device"]
-    return merged
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", required=True)
     parser.add_argument("--epochs", required=True)
+    parser.add_argument("--points", required=True)
+    parser.add_argument("--ratios", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     args = parser.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
@@ -50,15 +31,11 @@ def main():
             no_data(args.outdir / f"{name}.png", "no successful MNIST run")
         return
     models = [m for m in ("small", "large") if m in set(runs["model"])]
-    runs["dataset"] = "x" + runs["duplicate"].astype(str)
-    style = "batch" if runs["batch"].nunique() > 1 else None
 
-    lines = strategy_lines(runs)
-    grid = sns.relplot(data=lines, x="devices", y="samples_per_s", hue="run", style=style, col="model",
-                       col_order=models, row="dataset", kind="line", marker="o", errorbar="sd",
-                       facet_kws={"sharey": False}, height=3, aspect=1.2)
-    grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s (steady epochs)")
-    save(grid, args.outdir / "throughput.png", "MNIST training throughput by device count")
+    points = pd.read_csv(args.points)
+    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "strategy"]), "median",
+                  "ci_low", "ci_high", args.outdir / "throughput.png", "MNIST training throughput",
+                  "images/s, steady units: median and bootstrap interval")
 
     epochs = pd.read_csv(args.epochs)
     epochs = epochs[(epochs["status"] == "ok") & epochs["epoch"].isin([1, 2])].copy()
@@ -70,15 +47,11 @@ def main():
     grid.set(xlabel="epoch wall time (s)", ylabel="")
     save(grid, args.outdir / "first-vs-second-epoch.png", "MNIST first vs second epoch")
 
-    scaled = strategy_lines(with_scale_up(runs))
-    grid = sns.relplot(data=scaled, x="devices", y="scale_up", hue="run", style=style, col="model",
-                       col_order=models, row="dataset", kind="line", marker="o", errorbar="sd", height=3,
-                       aspect=1.2)
-    for ax in grid.axes.flat:
-        devices = sorted(runs["devices"].unique())
-        ax.plot(devices, devices, color="grey", linestyle=":", label="linear")
-    grid.set(xticks=sorted(runs["devices"].unique()), ylabel="images/s relative to 1 device")
-    save(grid, args.outdir / "scale-up.png", "MNIST scale-up relative to one device")
+    ratios = pd.read_csv(args.ratios)
+    scale = ratios[ratios["comparison"].str.contains("devices", na=False)].reset_index(drop=True)
+    names = scale["framework"] + " " + scale["comparison"] + " " + point_label(scale.assign(framework=""), ["model", "duplicate", "batch"])
+    interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
+                  "MNIST scale-up relative to one device", "throughput N devices / 1 device (interval)", reference=1)
 
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",

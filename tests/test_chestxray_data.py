@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dlbench.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
-                                LabelRow, choose_subset, eval_transform, patient_split, read_label_file,
-                                read_labels_csv, read_nih_labels, read_wheel_labels, sample_rng, synthetic_image,
-                                to_normalised, train_transform, write_labels_csv)
+                                LabelRow, benchmark_order, choose_subset, eval_transform, patient_split,
+                                read_label_file, read_labels_csv, read_nih_labels, read_wheel_labels, sample_rng,
+                                synthetic_image, to_normalised, train_transform, write_labels_csv)
 from dlbench.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
 
@@ -378,41 +378,88 @@ def test_nih_folder_reports_every_missing_and_corrupt_image_and_writes_nothing(p
 
 @pytest.fixture(scope="module")
 def preprocessed(prepared, data_python):
-    """Each backend and format: (manifest, record)."""
+    """Each backend and format: the manifest of the resized images."""
     out = {}
     for backend, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
         for fmt in ("jpeg", "png"):
             base = prepared / f"{name}-{fmt}"
-            run(data_python, "preprocess_chestxray.py", "--manifest", prepared / "images.csv", "--backend", backend,
-                "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
-                f"{base}.csv", "--record", f"{base}.json", "--backend-name", name)
-            out[backend, fmt] = (Path(f"{base}.csv"), Path(f"{base}.json"))
+            run(data_python, "preprocess_chestxray.py", "prepare", "--manifest", prepared / "images.csv", "--backend",
+                backend, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
+                f"{base}.csv")
+            out[backend, fmt] = Path(f"{base}.csv")
     return out
 
 
-@pytest.mark.slow
-def test_preprocessing_gives_264_images_in_the_format_and_a_valid_record(preprocessed, data_python):
-    from dlbench.tables import load_records
+def first_rows(manifest, count, dest):
+    """A manifest of the first `count` rows of another: fewer images than a unit takes."""
+    rows = read_csv(manifest)[:count]
+    with open(dest, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return dest
 
-    for (backend, fmt), (manifest, record_path) in preprocessed.items():
+
+def check_units(record, units, images, steps):
+    """A warm-up and `units` steady units of `images` images and `steps` steps, each with what
+    the machine did while it ran."""
+    assert [e["epoch"] for e in record["epochs"]] == list(range(1, units + 2))
+    assert record["spec"]["units"] == units and record["spec"]["epochs"] == units + 1
+    for epoch in record["epochs"]:
+        assert epoch["samples"] == images and epoch["steps"] == steps and epoch["loss"] is None
+        assert epoch["wall_s"] > 0 and epoch["metric"]["images_per_s"] == pytest.approx(images / epoch["wall_s"])
+        machine = epoch["machine"]
+        assert set(machine) == {"steal_s", "other_cpu_s", "run_cpu_s", "cpus"}
+        assert all(machine[key] >= 0 for key in ("steal_s", "other_cpu_s", "run_cpu_s")) and machine["cpus"] >= 1
+    assert record["status"] == "ok" and record["device"]["kind"] == "cpu"
+    assert record["environment"]["framework_version"] and record["memory"]["peak_rss_bytes"] > 0
+
+
+def test_benchmark_order_cycles_seeded_permutations_of_any_length():
+    order = benchmark_order(6, 10, 1, 2)
+    assert len(order) == 10 and sorted(order[:6]) == list(range(6)) and len(set(order[6:])) == 4
+    assert np.array_equal(order, benchmark_order(6, 10, 1, 2))
+    assert not np.array_equal(order, benchmark_order(6, 10, 1, 3))
+    assert not np.array_equal(order, benchmark_order(6, 10, 2, 2))
+    assert np.array_equal(benchmark_order(6, 4, 1, 2), order[:4])  # a smaller unit is a prefix
+    assert np.array_equal(benchmark_order(6, 6, 1, 2), np.random.default_rng([1, 2]).permutation(6))
+
+
+@pytest.mark.slow
+def test_preparing_gives_264_images_in_the_format_and_no_record(preprocessed, prepared, data_python):
+    for (backend, fmt), manifest in preprocessed.items():
         rows = read_csv(manifest)
         assert len(rows) == 24
         info = image_info(data_python, [row["path"] for row in rows])
         expected = ("JPEG" if fmt == "jpeg" else "PNG", "L", (264, 264))
         assert {(f, m, tuple(s)) for f, m, s in info.values()} == {expected}, (backend, fmt)
-        record, = load_records([record_path])
-        assert record["workload"] == "chestxray-preprocess" and record["status"] == "ok"
-        assert record["run_id"] == f"backend~{'pillow-simd' if backend == 'pillow' else 'opencv'}_format~{fmt}"
-        assert record["spec"]["images"] == 24 and record["epochs"][0]["samples"] == 24
-        assert record["threads"] == {"processes": 2} and record["device"]["kind"] == "cpu"
-        assert record["environment"]["framework_version"]
-        assert record["summary"]["samples_per_s"] > 0 and record["memory"]["peak_rss_bytes"] > 0
-        assert record["epochs"][0]["loss"] is None and record["summary"]["final_loss"] is None
+    assert not list(prepared.glob("*.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend,fmt,threads", [("pillow", "jpeg", 2), ("opencv", "png", 1)])
+def test_preprocess_benchmark_times_units_of_its_own_size_and_leaves_no_images(prepared, data_python, tmp_path,
+                                                                                backend, fmt, threads):
+    name = "pillow-simd" if backend == "pillow" else "opencv"
+    source = first_rows(prepared / "images.csv", 6, tmp_path / "six.csv")
+    record_path = tmp_path / "runs" / f"backend~{name}_format~{fmt}_repeat~2.json"
+    run(data_python, "preprocess_chestxray.py", "bench", "--manifest", source, "--backend", backend, "--format", fmt,
+        "--size", 264, "--threads", threads, "--images", 10, "--units", 3, "--seed", 1, "--repeat", 2, "--record",
+        record_path, "--backend-name", name)
+    record = json.loads(record_path.read_text())
+    assert record["workload"] == "chestxray-preprocess" and record["framework"] == name
+    assert record["run_id"] == f"backend~{name}_format~{fmt}_repeat~2"
+    assert record["point"] == {"backend": name, "format": fmt, "repeat": 2}
+    check_units(record, units=3, images=10, steps=10)
+    assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
+    assert record["spec"]["threads"] == threads and record["spec"]["seed"] == 1
+    assert record["threads"] == {"processes": threads} and record["extra"]["output_bytes_per_image"] > 0
+    assert [p.name for p in record_path.parent.iterdir()] == [record_path.name]  # the scratch folders are gone
 
 
 @pytest.mark.slow
 def test_pillow_box_and_opencv_area_resize_nearly_agree(preprocessed, data_python):
-    pillow, opencv = read_csv(preprocessed["pillow", "png"][0]), read_csv(preprocessed["opencv", "png"][0])
+    pillow, opencv = read_csv(preprocessed["pillow", "png"]), read_csv(preprocessed["opencv", "png"])
     diff = in_env(data_python, f"""
 import json, numpy as np
 from dlbench.chestxray import read_image
@@ -425,38 +472,37 @@ print(json.dumps([int(d.max()), float(d.mean())]))""")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend,fmt,workers", [("pillow", "png", 0), ("opencv", "jpeg", 2)])
-def test_decode_benchmark_gives_a_valid_record_with_two_epochs(preprocessed, data_python, tmp_path, backend, fmt,
-                                                               workers):
-    from dlbench.tables import load_records
-
+def test_decode_benchmark_times_units_of_its_own_size(preprocessed, data_python, tmp_path, backend, fmt, workers):
     name = "pillow-simd" if backend == "pillow" else "opencv"
+    six = first_rows(preprocessed[backend, fmt], 6, tmp_path / "six.csv")
     record_path = tmp_path / "decode.json"
-    run(data_python, "decode_chestxray.py", "--manifest", preprocessed[backend, fmt][0], "--backend", backend,
-        "--format", fmt, "--workers", workers, "--epochs", 2, "--batch-size", 5, "--seed", 1, "--record",
-        record_path, "--backend-name", name)
-    record, = load_records([record_path])
+    run(data_python, "decode_chestxray.py", "--manifest", six, "--backend", backend, "--format", fmt, "--workers",
+        workers, "--images", 10, "--units", 3, "--batch-size", 4, "--seed", 1, "--repeat", 3, "--record", record_path,
+        "--backend-name", name)
+    record = json.loads(record_path.read_text())
     assert record["workload"] == "chestxray-decode"
-    assert record["run_id"] == f"backend~{name}_format~{fmt}_workers~{workers}"
-    assert [e["samples"] for e in record["epochs"]] == [24, 24]
-    assert record["spec"]["workers"] == workers and record["summary"]["samples_per_s"] > 0
-    assert all(e["metric"]["images_per_s"] > 0 for e in record["epochs"])
-    wrong = run(data_python, "decode_chestxray.py", "--manifest", preprocessed[backend, fmt][0], "--backend", backend,
-                "--format", "png" if fmt == "jpeg" else "jpeg", "--record", tmp_path / "x.json", "--backend-name",
+    assert record["run_id"] == f"backend~{name}_format~{fmt}_workers~{workers}_repeat~3"
+    assert record["point"] == {"backend": name, "format": fmt, "workers": workers, "repeat": 3}
+    check_units(record, units=3, images=10, steps=3)  # batches of 4, 4, 2
+    assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
+    assert record["spec"]["workers"] == workers and record["spec"]["batch_size"] == 4
+    wrong = run(data_python, "decode_chestxray.py", "--manifest", six, "--backend", backend, "--format",
+                "png" if fmt == "jpeg" else "jpeg", "--images", 4, "--record", tmp_path / "x.json", "--backend-name",
                 name, check=False)
     assert wrong.returncode != 0 and "are not" in wrong.stderr
 
 
 @pytest.mark.slow
 def test_workers_hand_over_the_same_batches_as_the_main_process(preprocessed, data_python):
-    paths = [row["path"] for row in read_csv(preprocessed["opencv", "png"][0])]
+    paths = [row["path"] for row in read_csv(preprocessed["opencv", "png"])]
     same = in_env(data_python, f"""
 import json, multiprocessing
 import numpy as np
 import decode_chestxray as d
 d._SLOTS = d.batch_slots(4, 5)
-batches = d.epoch_batches({paths!r}, 5, 1, 2, 'opencv')
+batches = d.unit_batches({paths!r}, 30, 5, 1, 2, 'opencv')
 here = [d._SLOTS[slot, :n].copy() for _, _, slot, n in d.in_process(batches)]
 with multiprocessing.get_context('fork').Pool(2) as pool:
     there = [d._SLOTS[slot, :n].copy() for _, _, slot, n in d.from_workers(pool, batches, 4)]
 print(json.dumps([len(here), [a.shape[0] for a in here], all(np.array_equal(a, b) for a, b in zip(here, there))]))""")
-    assert same == [5, [5, 5, 5, 5, 4], True]
+    assert same == [6, [5, 5, 5, 5, 5, 5], True]

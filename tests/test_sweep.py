@@ -9,12 +9,12 @@ MNIST = {
     "batch_sizes": [128],
     "devices": [1, 2, 4],
     "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
-    "repeats": 2,
 }
+REPEATS = 2
 
 
 def test_one_device_runs_once_without_a_strategy():
-    rows = mnist_runs(MNIST, ["pytorch"])
+    rows = mnist_runs(MNIST, ["pytorch"], REPEATS)
     single = [r for r in rows if r["devices"] == 1]
     assert {r["strategy"] for r in single} == {"single"}
     # 2 models x 2 data sizes x 1 batch x 2 repeats
@@ -22,7 +22,7 @@ def test_one_device_runs_once_without_a_strategy():
 
 
 def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
-    rows = mnist_runs(MNIST, ["pytorch", "tensorflow", "mxnet"])
+    rows = mnist_runs(MNIST, ["pytorch", "tensorflow", "mxnet"], REPEATS)
     points = 2 * 2 * 1 * 2  # models x data sizes x batches x repeats
     count = lambda fw, devices: sum(1 for r in rows if r["framework"] == fw and r["devices"] == devices)
     assert count("pytorch", 2) == count("pytorch", 4) == 2 * points
@@ -33,7 +33,7 @@ def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
 
 
 def test_run_id_is_the_paramspace_pattern_and_round_trips():
-    rows = mnist_runs(MNIST, ["tensorflow"])
+    rows = mnist_runs(MNIST, ["tensorflow"], REPEATS)
     frame = pd.DataFrame(rows)[list(MNIST_COLUMNS)]
     space = Paramspace(frame, filename_params="*")
     assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
@@ -44,8 +44,8 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
 
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
-    imdb = {"batch_sizes": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "repeats": 1}
-    rows = imdb_runs(imdb, ["pytorch", "mxnet"])
+    imdb = {"batch_sizes": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"]}
+    rows = imdb_runs(imdb, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 2 * 3 * 2
     # sparse runs exist for every framework: the others record them as not applicable
     assert {r["framework"] for r in rows if r["grad"] == "sparse"} == {"pytorch", "mxnet"}

@@ -37,6 +37,10 @@ PARAMETERS = {("mnist", "small"): 402_442, ("mnist", "large"): 4_104_202, "dense
 IMDB_PARAMETERS = {"pytorch": 772_354, "mxnet": 772_354, "tensorflow": 772_354 - 4 * 128}
 
 
+# the framework's distribution in the run's package list
+DISTRIBUTIONS = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet"}
+
+
 def not_applicable_here(record):
     """What a CPU-only machine records as not applicable, with the reason."""
     spec = record["spec"]
@@ -99,8 +103,14 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
             assert run["status"] == "not_applicable" and run["error"], run["run_id"]
             continue
         assert run["status"] == "ok", run["error"]
-        assert len(run["epochs"]) == 2
+        assert len(run["epochs"]) == 2  # the smoke preset: 1 warm-up + 1 steady unit
+        assert run["summary"]["steady_units"] == 1
+        assert run["summary"]["steady_steps"] == run["epochs"][1]["steps"] > 0
         assert run["summary"]["samples_per_s"] > 0
+        for epoch in run["epochs"]:  # what the machine did while each unit ran
+            assert epoch["machine"]["cpus"] >= 1 and epoch["machine"]["run_cpu_s"] > 0
+            assert epoch["machine"]["steal_s"] >= 0 and epoch["machine"]["other_cpu_s"] >= 0
+        assert run["environment"]["packages"][DISTRIBUTIONS[framework]] in run["environment"]["framework_version"]
         assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_pss_bytes"] > 0
@@ -148,6 +158,26 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
         assert set(unsuccessful["status"]) <= {"not_applicable"}
         assert runs.loc[runs["status"] == "ok", "parameters"].gt(0).all()
     assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 4  # sparse in TF and MXNet
+    # statistics per point, ratios with intervals, and the headline table the report opens with
+    points = pd.read_csv(tables / "mnist-points.csv")
+    assert len(points) == len(pd.read_csv(tables / "mnist-runs.csv").query("status == 'ok'"))  # 1 repeat each
+    assert (points["ci_low"] <= points["median"]).all() and (points["median"] <= points["ci_high"]).all()
+    ratios = pd.read_csv(tables / "mnist-ratios.csv")
+    assert {"tensorflow / pytorch", "mxnet / pytorch"} <= set(ratios["comparison"])
+    assert set(ratios["verdict"]) <= {"faster", "slower", "no difference within the noise"}
+    headline = pd.read_csv(tables / "headline-ratios.csv")
+    assert len(headline) == sum(len(pd.read_csv(path)) for path in tables.glob("*-ratios.csv")
+                                if path.name != "headline-ratios.csv")
+    assert "headline-ratios.csv" in html
+    units = pd.read_csv(tables / "imdb-units.csv").query("status == 'ok'")
+    assert units["warmup"].sum() == len(units.groupby(["framework", "run_id"])) == len(units) / 2
+    assert units[["steal_s", "other_cpu_s", "run_cpu_s"]].notna().all().all()
+    # time to accuracy: a number where the target was reached, empty where it was not
+    runs = pd.read_csv(tables / "mnist-runs.csv").query("status == 'ok'")
+    assert runs["target_reached"].any() or runs["time_to_target_s"].isna().all()
+    assert (runs["time_to_target_s"].notna() == runs["target_reached"]).all()
+    environment = pd.read_csv(tables / "mnist-environment.csv")
+    assert environment["packages"].str.contains("numpy==").all()
     epoch_time = pd.read_csv(tables / "imdb-epoch-time-by-batch-and-workers.csv")
     assert list(epoch_time.columns) == ["framework", "grad", "batch", "workers 0 (s)", "workers 1 (s)"]
 
@@ -301,3 +331,23 @@ def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_
                     str(out)], check=True, capture_output=True, cwd=smoke_run)
     [record] = load_records([out])
     assert record["status"] == "failed" and "timed out" in record["error"]
+
+
+@pytest.mark.slow
+def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, tmp_path):
+    """Every framework's repeat 1 runs before any repeat 2, and the frameworks' order turns."""
+    extra = tmp_path / "repeats.yaml"
+    extra.write_text("measurement: {repeats: 3}\nmnist: {models: [small], batch_sizes: [32], devices: [1]}\n")
+    targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_strategy~single_repeat~{r}.json"
+               for framework in FRAMEWORKS for r in (1, 2, 3)]
+    try:
+        snakemake("--cores", "2", *SMOKE, str(extra), *targets, cwd=finished)
+        made = load_records([finished / path for path in targets])
+    finally:
+        for path in targets:
+            (finished / path).unlink(missing_ok=True)
+    order = sorted(made, key=lambda record: record["started_at"])
+    assert [record["point"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert len({record["spec"]["run_id"] + str(record["wall_s"]) for record in made}) == 9  # separate processes
+    turns = [[record["framework"] for record in order[i:i + 3]] for i in (0, 3, 6)]
+    assert turns[0] != turns[1] != turns[2]

@@ -428,6 +428,16 @@ def summed_peak_rss(reports):
     return sum(per_process.values())
 
 
+def benchmark_order(count, images, seed, unit):
+    """Indices into `count` images for one timed unit of `images` images: seeded permutations
+    (from the seed and the unit) laid end to end, so a unit's size does not depend on how many
+    images there are (each is used once per pass) and every unit reads a different order."""
+    if count < 1:
+        raise ValueError("no images to draw from")
+    rng = np.random.default_rng([seed, unit])
+    return np.concatenate([rng.permutation(count) for _ in range(-(-images // count))])[:images]
+
+
 def backend_version(backend):
     """The version of the library behind a backend (pillow-simd reports e.g. '12.1.1.post0')."""
     if backend == "pillow":

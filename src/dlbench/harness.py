@@ -106,7 +106,7 @@ def main():
     point = spec_from_dict(spec).point()  # a bad spec fails here, naming the key, before anything runs
     try:
         lock = exclusive(args.lock) if args.lock else None
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=TEMPORARY_PREFIX, dir=Path(args.out).parent) as workdir:

@@ -28,6 +28,15 @@ class CpuMeter:
     def __init__(self, pid=None):
         self.root = psutil.Process(pid or os.getpid())
 
+    @classmethod
+    def of_group(cls):
+        """The tree of this process group's leader (a run's trainer leads the group of all its
+        processes), or of this process where the leader is not there."""
+        try:
+            return cls(os.getpgid(0))
+        except psutil.Error:
+            return cls()
+
     def _run_seconds(self):
         """user + system seconds of the run's processes: the root, its live descendants, and the
         children it has already waited for."""

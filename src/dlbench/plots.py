@@ -18,3 +18,41 @@ def no_data(path, message):
     ax.text(0.5, 0.5, message, ha="center", va="center")
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def flagged_label(row, label):
+    """A point's label, saying when its figure is not a steady measurement."""
+    flags = [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")))
+             if flag is True or flag == "True"]
+    return f"{label} ({', '.join(flags)})" if flags else label
+
+
+def interval_plot(frame, labels, value, low, high, path, title, xlabel, reference=None):
+    """One row per point: its median (dot) and its bootstrap interval (bar); flagged points
+    (unstable, short units) in orange with the flag in the label. `labels` is a Series of
+    the points' names; `reference` draws a dotted line (1 for ratios)."""
+    if frame.empty:
+        no_data(path, f"nothing to show: {title}")
+        return
+    names = [flagged_label(row, label) for (_, row), label in zip(frame.iterrows(), labels)]
+    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.35 * len(frame)))
+    flagged = [name != label for name, label in zip(names, labels)]
+    y = range(len(frame))
+    errors = [frame[value] - frame[low], frame[high] - frame[value]]
+    colours = ["tab:orange" if flag else "tab:blue" for flag in flagged]
+    ax.errorbar(frame[value], y, xerr=errors, fmt="none", ecolor=colours, capsize=3)
+    ax.scatter(frame[value], y, c=colours, zorder=3)
+    if reference is not None:
+        ax.axvline(reference, color="grey", linestyle=":")
+    ax.set_yticks(list(y), names)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def point_label(frame, columns):
+    """'framework key=value ...' per row, from the columns that vary."""
+    varying = [c for c in columns if c in frame and frame[c].nunique() > 1]
+    return frame.apply(lambda row: " ".join([str(row["framework"])] + [f"{c}={row[c]}" for c in varying]), axis=1)

@@ -28,8 +28,11 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    - Evaluation, on the first process only, is timed apart (`eval_s`), with the model's
      predictions as numpy (`predict`) scored by the workload's shared metric code; the
      other processes wait, outside any clock.
+   - Around the clock, outside it, the first process reads what the machine did
+     (`dlbench.machine`): CPU time stolen from it, used by other processes, used by the run.
 4. The first epoch is warm-up (graph tracing, compilation, allocator growth, worker
-   start-up): it is recorded and reported apart from the steady epochs.
+   start-up): it is recorded and reported apart from the steady epochs, the timed units
+   (at least `measurement.steady_units` of them; the statistics are over units and repeats).
 5. At the end, the workload's final evaluation (e.g. test AUC), also timed apart.
 
 The harness (`dlbench.harness`) runs all this in a child process with a timeout, samples
@@ -62,6 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
@@ -214,6 +218,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
     placement = backend.setup(spec, device_kind, rank)
     reporter = placement.rank == 0
     results = Results(result_path) if reporter else None
+    # The whole run's CPU: the trainer leads the process group of every rank and worker.
+    meter = CpuMeter.of_group() if reporter else None
     workload = workload_class(spec)(spec, placement, backend)
     workload.build()
     if reporter:
@@ -223,6 +229,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
         order = epoch_order(workload.n_train, spec.global_batch, spec.seed, epoch)
         info = workload.epoch_info(epoch)
         batches = workload.batches(epoch, placement.local(order))
+        cpu_before = meter.read() if reporter else None
         backend.barrier(placement)
         start = time.perf_counter()
         loss_sum, steps = None, 0
@@ -233,6 +240,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
             steps += 1
         backend.sync(placement)
         wall_s = time.perf_counter() - start
+        machine = meter.usage(cpu_before, meter.read()) if reporter else None
         if steps != len(order):
             raise RuntimeError(f"{spec.framework} ran {steps} steps of an epoch of {len(order)} batches")
         loss = None
@@ -241,8 +249,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
         if reporter:
             eval_start = time.perf_counter()
             metric = workload.evaluate()
-            results.epoch(epoch=epoch, wall_s=wall_s, samples=steps * spec.global_batch, loss=loss,
-                          metric=metric, eval_s=time.perf_counter() - eval_start, **info)
+            results.epoch(epoch=epoch, wall_s=wall_s, samples=steps * spec.global_batch, steps=steps, loss=loss,
+                          metric=metric, eval_s=time.perf_counter() - eval_start, machine=machine, **info)
         backend.barrier(placement)  # the others wait for the evaluation, outside the clock
     if reporter:
         start = time.perf_counter()

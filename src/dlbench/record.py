@@ -1,4 +1,5 @@
 """What every run record holds besides its measurements: environment and summary."""
+import importlib.metadata
 import json
 import os
 import platform
@@ -7,8 +8,10 @@ import socket
 import subprocess
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -40,6 +43,17 @@ def gpus():
     return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) == 3]
 
 
+def packages():
+    """The resolved package list of this interpreter's environment, {distribution: version}:
+    what `pip freeze` says, read from the installed distributions' metadata."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[name.lower()] = dist.version
+    return dict(sorted(found.items()))
+
+
 def environment():
     """The machine and software a run ran on (framework versions are added by the framework)."""
     commit = _command("git", "rev-parse", "HEAD")
@@ -54,6 +68,7 @@ def environment():
         "git_commit": commit,
         "git_dirty": bool(dirty) if commit else None,
         "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "packages": packages(),
     }
 
 
@@ -63,19 +78,18 @@ def peak_rss_bytes():
 
 
 def summarise(epochs):
-    """First-epoch time apart from the steady ones (mean of epochs 2..n), and throughput."""
-    if not epochs:
-        return {"first_epoch_s": None, "steady_epoch_s": None, "samples_per_s": None,
-                "final_loss": None, "final_metric": None}
-    steady = epochs[1:] or epochs
-    steady_s = sum(e["wall_s"] for e in steady) / len(steady)
-    samples = sum(e["samples"] for e in steady) / len(steady)
+    """The first epoch (warm-up) apart from the steady units (epochs 2..n): how many were
+    timed, their steps, their median time and the median of their throughputs."""
+    steady = epochs[1:]
+    rates = [e["samples"] / e["wall_s"] for e in steady]
     return {
-        "first_epoch_s": epochs[0]["wall_s"],
-        "steady_epoch_s": steady_s,
-        "samples_per_s": samples / steady_s if steady_s > 0 else None,
-        "final_loss": epochs[-1]["loss"],
-        "final_metric": epochs[-1].get("metric"),
+        "first_epoch_s": epochs[0]["wall_s"] if epochs else None,
+        "steady_units": len(steady),
+        "steady_steps": sum(e["steps"] for e in steady),
+        "steady_epoch_s": float(np.median([e["wall_s"] for e in steady])) if steady else None,
+        "samples_per_s": float(np.median(rates)) if rates else None,
+        "final_loss": epochs[-1]["loss"] if epochs else None,
+        "final_metric": epochs[-1].get("metric") if epochs else None,
     }
 
 

@@ -161,6 +161,7 @@ class ChestXraySpec(Run):
 class ChestXrayLoaderSpec(Run):
     """The real-input training loader alone, no model (one device)."""
     workers: int
+    images: int          # per epoch, drawn in turn from the training images
     data: ChestXrayData
 
     def point(self):

@@ -18,7 +18,7 @@ def device_strategies(devices, strategies, framework):
     return [SINGLE_DEVICE] if devices == 1 else strategies[framework]
 
 
-def mnist_runs(mnist, frameworks):
+def mnist_runs(mnist, frameworks, repeats):
     """Rows {framework, model, duplicate, batch, devices, strategy, repeat} of the MNIST grid."""
     rows = []
     for framework in frameworks:
@@ -26,36 +26,36 @@ def mnist_runs(mnist, frameworks):
             mnist["models"], mnist["duplicates"], mnist["batch_sizes"], mnist["devices"]
         ):
             strategies = device_strategies(devices, mnist["strategies"], framework)
-            for strategy, repeat in itertools.product(strategies, range(1, mnist["repeats"] + 1)):
+            for strategy, repeat in itertools.product(strategies, range(1, repeats + 1)):
                 rows.append({"framework": framework, "model": model, "duplicate": times, "batch": batch,
                              "devices": devices, "strategy": strategy, "repeat": repeat})
     return rows
 
 
-def imdb_runs(imdb, frameworks):
+def imdb_runs(imdb, frameworks, repeats):
     """Rows {framework, batch, workers, grad, repeat} of the IMDB grid. Sparse embedding
     gradients are a PyTorch dimension; the other frameworks record them as not applicable."""
     return [
         {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "repeat": repeat}
         for framework in frameworks
         for batch, workers, grad, repeat in itertools.product(
-            imdb["batch_sizes"], imdb["workers"], imdb["grads"], range(1, imdb["repeats"] + 1)
+            imdb["batch_sizes"], imdb["workers"], imdb["grads"], range(1, repeats + 1)
         )
     ]
 
 
-def chestxray_runs(chestxray, frameworks):
+def chestxray_runs(chestxray, frameworks, repeats):
     """Rows {framework, input, devices, strategy, repeat}: real files or synthetic tensors, 1 vs N devices."""
     return [
         {"framework": framework, "input": kind, "devices": devices, "strategy": strategy, "repeat": repeat}
         for framework in frameworks
         for kind, devices in itertools.product(chestxray["inputs"], chestxray["devices"])
         for strategy in device_strategies(devices, chestxray["strategies"], framework)
-        for repeat in range(1, chestxray["repeats"] + 1)
+        for repeat in range(1, repeats + 1)
     ]
 
 
-def loader_runs(workers, frameworks, repeats=1):
+def loader_runs(workers, frameworks, repeats):
     """Rows {framework, workers, repeat} of a loader benchmark (a framework or an image library)."""
     return [
         {"framework": framework, "workers": count, "repeat": repeat}
@@ -140,5 +140,5 @@ def chestxray_loader_spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXrayLoaderSpec(
         **_run(config, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch_size"],
-               epochs=chestxray["benchmark_epochs"]),
-        workers=row["workers"], data=chestxray_data(config))
+               epochs=1 + config["measurement"]["steady_units"]),
+        workers=row["workers"], images=chestxray["benchmark_images"]["loader"], data=chestxray_data(config))

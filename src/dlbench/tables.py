@@ -75,6 +75,8 @@ def run_row(record):
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
         "epochs": len(record["epochs"]),
+        "steady_units": summary["steady_units"],
+        "steady_steps": summary["steady_steps"],
         "first_epoch_s": summary["first_epoch_s"],
         "steady_epoch_s": summary["steady_epoch_s"],
         "samples_per_s": summary["samples_per_s"],
@@ -90,6 +92,46 @@ def run_row(record):
         "train_limit": data.get("train_limit"),
         "wall_s": record["wall_s"],
     }
+
+
+def time_to_target(epochs, metric, target):
+    """(training seconds, epochs) until `metric` first reaches `target`, evaluation time left
+    out, warm-up included (MLPerf's time to train); (None, None) if it never does."""
+    seconds = 0.0
+    for epoch in epochs:
+        seconds += epoch["wall_s"]
+        if epoch["metric"].get(metric, float("-inf")) >= target:
+            return seconds, epoch["epoch"]
+    return None, None
+
+
+def unit_rows(record, min_unit_seconds):
+    """One row per timed unit (epoch) of a run: the first is warm-up, the others steady; with
+    what the machine did meanwhile and whether the unit was shorter than the minimum."""
+    base = {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
+            **record["point"], "status": record["status"]}
+    rows = []
+    for index, epoch in enumerate(record["epochs"]):
+        machine = epoch["machine"] or {}
+        rows.append({
+            **base,
+            "unit": epoch["epoch"],
+            "warmup": index == 0,
+            "wall_s": epoch["wall_s"],
+            "samples": epoch["samples"],
+            "steps": epoch["steps"],
+            "samples_per_s": epoch["samples"] / epoch["wall_s"],
+            **{key: machine.get(key) for key in ("steal_s", "other_cpu_s", "run_cpu_s", "cpus")},
+            "below_minimum": index > 0 and epoch["wall_s"] < min_unit_seconds,
+        })
+    return rows
+
+
+def units_table(records, min_unit_seconds):
+    columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "warmup", "wall_s",
+               "samples", "steps", "samples_per_s", "steal_s", "other_cpu_s", "run_cpu_s", "cpus", "below_minimum"]
+    rows = [row for record in records for row in unit_rows(record, min_unit_seconds)]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def epoch_rows(record):
@@ -137,9 +179,10 @@ def environment_rows(records):
             "os": env["os"],
             "hostname": env["hostname"],
             "git_commit": env["git_commit"],
+            "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
         })
     columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu_count", "gpus", "os",
-               "hostname", "git_commit"]
+               "hostname", "git_commit", "packages"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
 
 
@@ -164,9 +207,16 @@ def utilisation_rows(records):
     return pd.concat(frames, ignore_index=True)
 
 
-def tables(records):
-    """(runs, epochs) data frames of one workload's records."""
+def tables(records, target=None):
+    """(runs, epochs) data frames of one workload's records; with target (metric, value), each
+    run's time and epochs to that target."""
     runs = pd.DataFrame([run_row(r) for r in records])
+    if target is not None:
+        reached = [time_to_target(r["epochs"], *target) for r in records]
+        runs["target"] = f"{target[0]} >= {target[1]:g}"
+        runs["time_to_target_s"] = [seconds for seconds, _ in reached]
+        runs["epochs_to_target"] = pd.array([epochs for _, epochs in reached], dtype="Int64")
+        runs["target_reached"] = [seconds is not None for seconds, _ in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
     integer_columns = ["epochs", "parameters", "peak_pss_bytes", "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")

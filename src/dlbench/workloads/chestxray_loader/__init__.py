@@ -1,8 +1,11 @@
 """The ChestX-ray training loader alone, without a model: each framework's own loader and
 decoder on the real training images (decode, random crop and flip from the shared seed,
-normalise, batches moved to the device), one device, `workers` workers. A framework's
+normalise, batches moved to the device), one device, `workers` workers, epochs of
+`images` images (the training images in turn). A framework's
 module reuses its ChestX-ray training loader; train_step only takes the batch.
 """
+import numpy as np
+
 from dlbench.chestxray import augmentation, split_files
 from dlbench.protocol import Workload
 
@@ -10,8 +13,11 @@ from dlbench.protocol import Workload
 class ChestXrayLoader(Workload):
     def load_data(self):
         data = self.spec.data
-        self.train_paths, self.train_labels = split_files(data.labels, data.images, "train")
-        self.n_train = len(self.train_paths)
+        paths, labels = split_files(data.labels, data.images, "train")
+        # An epoch of `images` images, independent of the training subset: the files in turn.
+        turn = np.arange(self.spec.images) % len(paths)
+        self.train_paths, self.train_labels = [paths[i] for i in turn], labels[turn]
+        self.n_train = self.spec.images
 
     def augmentation(self, epoch, indices):
         data = self.spec.data

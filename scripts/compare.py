@@ -1,0 +1,118 @@
+"""Compare two results folders point by point: new / old steady throughput, with a verdict.
+
+    python scripts/compare.py OLD_RESULTS NEW_RESULTS --csv compare.csv --figure compare.png
+
+Each folder holds tables/*-units.csv (written by the workflow's aggregation). For every point
+with steady units in both: the old and new median samples/s, new / old with a bootstrap
+interval, the Mann-Whitney U p-value, and a verdict: "faster" or "slower" only when p < alpha
+and the change is beyond the threshold, else "same" (airspeed velocity's rule). Points in
+one folder only are listed at the end.
+
+From the workflow (Snakemake 9), comparing this checkout's results with another's:
+
+    snakemake compare --config 'compare={baseline: ../before/results}'
+
+or with `compare: {baseline: ../before/results}` in a file given by --configfile.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from dlbench.stats import compare, plain  # noqa: E402
+
+COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey"}
+RESULTS = ["old_median", "new_median", "ratio", "ci_low", "ci_high", "p_value", "verdict"]
+
+
+def units_tables(folder):
+    """{workload: units table} of a results folder; an error naming the folder if it has none."""
+    paths = sorted((Path(folder) / "tables").glob("*-units.csv"))
+    if not paths:
+        sys.exit(f"compare: {folder} has no units tables ({Path(folder) / 'tables' / '*-units.csv'}); "
+                 "is it a results folder the workflow has aggregated?")
+    return {path.name.removesuffix("-units.csv"): pd.read_csv(path) for path in paths}
+
+
+def compare_folders(old, new, **options):
+    """compare() per workload (each has its own point columns), one table."""
+    parts = []
+    for workload in sorted(set(old) | set(new)):
+        # a workload on one side only: the other side is an empty table with the same columns
+        before = old[workload] if workload in old else new[workload].iloc[:0]
+        after = new[workload] if workload in new else before.iloc[:0]
+        parts.append(compare(before, after, **options))
+    return pd.concat(parts, ignore_index=True)
+
+
+def label(row):
+    """workload framework key=value ... (the keys of the row's workload: the others are NaN)."""
+    where = " ".join(f"{k}={plain(v)}" for k, v in row.items()
+                     if k not in ("workload", "framework", *RESULTS) and not pd.isna(v))
+    return f"{row['workload']} {row['framework']} {where}".strip()
+
+
+def draw(table, path, threshold):
+    both = table[table["verdict"].isin(list(COLOURS))].reset_index(drop=True)
+    fig, ax = plt.subplots(figsize=(8, 1.5 + 0.3 * max(len(both), 1)))
+    if both.empty:
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no point has steady units in both results folders", ha="center", va="center")
+    else:
+        for y, row in both.iterrows():
+            ax.errorbar(row["ratio"], y, xerr=[[row["ratio"] - row["ci_low"]], [row["ci_high"] - row["ratio"]]],
+                        fmt="o", color=COLOURS[row["verdict"]], capsize=3)
+        ax.set_yticks(range(len(both)), [label(row) for _, row in both.iterrows()])
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.axvline(1, color="black", linewidth=1)
+        # changes inside this band are "same" whatever the test says
+        ax.axvspan(1 / (1 + threshold), 1 + threshold, color="grey", alpha=0.15, linewidth=0)
+        ax.set_xlabel("new / old steady throughput (samples/s), median with bootstrap interval")
+        for verdict, colour in COLOURS.items():
+            ax.plot([], [], "o", color=colour, label=verdict)
+        ax.legend(loc="best", fontsize="small")
+    only = len(table) - len(both)
+    ax.set_title(f"new / old, {len(both)} points" + (f" ({only} in one folder only: see the table)" if only else ""))
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("old", help="the baseline results folder")
+    parser.add_argument("new", help="the results folder to judge against it")
+    parser.add_argument("--csv", required=True, type=Path)
+    parser.add_argument("--figure", required=True, type=Path)
+    parser.add_argument("--threshold", type=float, default=0.05, help="a smaller change is called the same")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test")
+    parser.add_argument("--confidence", type=float, default=0.95)
+    parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args()
+
+    old, new = units_tables(args.old), units_tables(args.new)
+    table = compare_folders(old, new, threshold=args.threshold, alpha=args.alpha, confidence=args.confidence,
+                            resamples=args.resamples, seed=args.seed)
+    for path in (args.csv, args.figure):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.csv, index=False)
+    draw(table, args.figure, args.threshold)
+
+    counts = table["verdict"].value_counts()
+    summary = f"{sum(counts.get(v, 0) for v in COLOURS)} points: " + ", ".join(
+        f"{counts.get(v, 0)} {v}" for v in COLOURS)
+    extra = [f"{counts[v]} {v}" for v in ("only in old", "only in new") if counts.get(v, 0)]
+    print(summary + (f"; {', '.join(extra)}" if extra else ""))
+    for _, row in table[table["verdict"].isin(["faster", "slower"])].iterrows():
+        print(f"  {row['verdict']}: {label(row)} new/old {row['ratio']:.3f} "
+              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p={row['p_value']:.3g}")
+
+
+if __name__ == "__main__":
+    main()

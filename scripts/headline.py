@@ -1,0 +1,34 @@
+"""The report's opening table: every workload's ratios with intervals, one line each.
+
+python scripts/headline.py RATIOS.csv... --out HEADLINE.csv
+"""
+import argparse
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from dlbench.stats import describe
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("ratios", nargs="+", type=Path, help="<workload>-ratios.csv tables")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    frames = [pd.read_csv(path) for path in args.ratios if path.stat().st_size > 1]
+    frames = [frame for frame in frames if len(frame)]
+    ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    headline = pd.DataFrame({
+        "comparison": [describe(row) for _, row in ratios.iterrows()],
+        **{key: ratios[key] for key in ("workload", "ratio", "ci_low", "ci_high", "verdict", "unstable",
+                                        "below_minimum") if key in ratios},
+    })
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    headline.to_csv(tmp, index=False)
+    os.replace(tmp, args.out)
+    print(f"{len(headline)} ratios")
+
+
+if __name__ == "__main__":
+    main()

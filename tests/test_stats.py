@@ -1,0 +1,152 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from dlbench.stats import NO_DIFFERENCE, describe, point_keys, point_statistics, ratios
+
+RESAMPLES = 500
+MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "single"}
+MEASURES = ["status", "unit", "warmup", "wall_s", "samples", "steps", "samples_per_s", "steal_s", "other_cpu_s",
+            "run_cpu_s", "cpus", "below_minimum"]
+
+
+def point_rows(framework, repeats, workload="mnist", status="ok", below=(), point=MNIST, **changes):
+    """Units-table rows of one point: repeats[r] are the steady throughputs of repeat r + 1,
+    each run starting with a slow warm-up unit; below: (repeat, unit) pairs below the minimum."""
+    point = {**point, **changes}
+    rows = []
+    for repeat, steady in enumerate(repeats, 1):
+        run_id = "_".join(f"{k}~{v}" for k, v in point.items()) + f"_repeat~{repeat}"
+        for unit, value in enumerate([1.0, *steady], 1):
+            rows.append({"workload": workload, "framework": framework, "run_id": run_id, **point, "repeat": repeat,
+                         "status": status, "unit": unit, "warmup": unit == 1, "wall_s": 1000 / value,
+                         "samples": 1000, "steps": 4, "samples_per_s": value, "steal_s": 0.0, "other_cpu_s": np.nan,
+                         "run_cpu_s": 1.0, "cpus": 2, "below_minimum": (repeat, unit) in below})
+    return rows
+
+
+def table(*parts):
+    rows = [row for part in parts for row in part]
+    keys = [k for k in rows[0] if k not in ("workload", "framework", "run_id", "repeat", *MEASURES)]
+    return pd.DataFrame(rows, columns=["workload", "framework", "run_id", *keys, "repeat", *MEASURES])
+
+
+def noisy(median, units=3, repeats=3, noise=0.01, seed=0):
+    rng = np.random.default_rng(seed)
+    return (median * (1 + rng.normal(0, noise, (repeats, units)))).tolist()
+
+
+def test_point_keys_are_the_columns_between_run_id_and_status_less_repeat():
+    assert point_keys(table(point_rows("pytorch", [[1.0]]))) == ["model", "duplicate", "batch", "devices", "strategy"]
+
+
+def test_statistics_of_known_values_leave_out_warm_up_units_and_failed_runs():
+    units = table(point_rows("pytorch", [[10, 20, 30], [40, 50, 60]], below={(2, 3)}),
+                  point_rows("pytorch", [[9999, 9999]], status="failed"))
+    stats = point_statistics(units, resamples=RESAMPLES)
+    assert len(stats) == 1
+    row = stats.iloc[0]
+    assert (row["repeats"], row["units"], row["steps"]) == (2, 6, 24)
+    assert row["median"] == 35
+    assert (row["q25"], row["q75"], row["iqr"]) == (22.5, 47.5, 25)
+    assert row["cv"] == pytest.approx(np.std([10, 20, 30, 40, 50, 60], ddof=1) / 35)
+    assert row["unstable"] and row["below_minimum"]
+    assert row["ci_low"] <= 35 <= row["ci_high"]
+    assert list(stats.columns[:7]) == ["workload", "framework", "model", "duplicate", "batch", "devices", "strategy"]
+
+
+def test_a_steady_point_is_neither_unstable_nor_below_minimum():
+    row = point_statistics(table(point_rows("pytorch", noisy(100))), resamples=RESAMPLES).iloc[0]
+    assert row["cv"] < 0.05 and not row["unstable"] and not row["below_minimum"]
+
+
+def test_the_interval_contains_the_median_and_narrows_with_more_units():
+    few = point_statistics(table(point_rows("pytorch", noisy(100, units=2, noise=0.05))), resamples=RESAMPLES)
+    many = point_statistics(table(point_rows("pytorch", noisy(100, units=30, noise=0.05))), resamples=RESAMPLES)
+    for stats in (few, many):
+        assert stats["ci_low"].iloc[0] <= stats["median"].iloc[0] <= stats["ci_high"].iloc[0]
+    assert (many["ci_high"] - many["ci_low"]).iloc[0] < (few["ci_high"] - few["ci_low"]).iloc[0]
+
+
+@pytest.mark.parametrize("repeats", [[[42.0]], [[42.0, 42.0], [42.0]]])
+def test_one_unit_or_identical_units_give_the_value_as_interval(repeats):
+    row = point_statistics(table(point_rows("pytorch", repeats)), resamples=RESAMPLES).iloc[0]
+    assert row["median"] == row["ci_low"] == row["ci_high"] == 42
+    assert not row["unstable"]
+
+
+def test_statistics_are_deterministic_given_the_seed():
+    units = table(point_rows("pytorch", noisy(100, noise=0.1)))
+    first, again = (point_statistics(units, resamples=RESAMPLES, seed=3) for _ in range(2))
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_framework_ratios_name_the_later_framework_over_the_earlier():
+    units = table(point_rows("pytorch", noisy(100, seed=1)), point_rows("tensorflow", noisy(200, seed=2)))
+    (row,) = ratios(units, resamples=RESAMPLES).itertuples()
+    assert row.comparison == "tensorflow / pytorch" and row.framework == ""
+    assert row.ratio == pytest.approx(2, rel=0.03) and row.ci_low > 1.9 and row.verdict == "faster"
+    assert (row.model, row.batch, row.devices) == ("small", 256, 1)
+
+    (row,) = ratios(units, resamples=RESAMPLES, frameworks=["tensorflow", "pytorch"]).itertuples()
+    assert row.comparison == "pytorch / tensorflow"
+    assert row.ratio == pytest.approx(0.5, rel=0.03) and row.verdict == "slower"
+
+
+def test_each_pair_of_three_frameworks_once():
+    units = table(*(point_rows(f, noisy(100, seed=i)) for i, f in enumerate(["mxnet", "pytorch", "jax"])))
+    found = ratios(units, resamples=RESAMPLES, frameworks=["pytorch", "jax"])
+    assert list(found["comparison"]) == ["jax / pytorch", "mxnet / pytorch", "mxnet / jax"]
+
+
+def test_equal_distributions_with_noise_make_no_difference():
+    units = table(point_rows("pytorch", noisy(100, noise=0.03, seed=1)),
+                  point_rows("tensorflow", noisy(100, noise=0.03, seed=2)))
+    row = ratios(units, resamples=RESAMPLES).iloc[0]
+    assert row["ci_low"] < 1 < row["ci_high"] and row["verdict"] == NO_DIFFERENCE
+    assert not row["unstable"] and not row["below_minimum"]
+
+
+def test_flags_of_either_side_carry_over_to_the_ratio():
+    units = table(point_rows("pytorch", noisy(100, noise=0.3)), point_rows("tensorflow", noisy(100), below={(1, 2)}))
+    row = ratios(units, resamples=RESAMPLES).iloc[0]
+    assert row["unstable"] and row["below_minimum"]
+
+
+IMDB = {"batch": 32, "workers": 0, "grad": "dense"}
+
+
+def test_sparse_over_dense_and_workers_over_none_within_a_framework():
+    units = table(*(point_rows("pytorch", noisy(base * (1.5 if grad == "sparse" else 1), seed=base + workers),
+                               workload="imdb", point=IMDB, workers=workers, grad=grad)
+                    for base, workers in ((100, 0), (120, 1)) for grad in ("dense", "sparse")))
+    found = ratios(units, resamples=RESAMPLES).set_index(["comparison", "workers", "grad"], drop=False)
+    assert len(found) == 4 and set(found["framework"]) == {"pytorch"}
+    sparse = found.loc[("sparse / dense grad", 0, np.nan)]
+    assert sparse["ratio"] == pytest.approx(1.5, rel=0.03) and sparse["verdict"] == "faster"
+    assert sparse["batch"] == 32
+    workers = found[found["comparison"] == "1 / 0 workers"]
+    assert list(workers["grad"]) == ["dense", "sparse"] and workers["workers"].isna().all()
+    assert workers["ratio"].to_numpy() == pytest.approx([1.2, 1.2], rel=0.03)
+
+
+def test_devices_ratios_ignore_the_one_device_strategy_and_split_by_the_other():
+    units = table(point_rows("pytorch", noisy(100, seed=1)),
+                  point_rows("pytorch", noisy(180, seed=2), devices=2, strategy="ddp"),
+                  point_rows("pytorch", noisy(120, seed=3), devices=2, strategy="dp"),
+                  point_rows("tensorflow", noisy(90, seed=4)))
+    found = ratios(units, resamples=RESAMPLES, frameworks=["pytorch", "tensorflow"]).set_index("comparison")
+    assert list(found.index) == ["tensorflow / pytorch", "2 / 1 devices (ddp)", "2 / 1 devices (dp)"]
+    assert found.loc["2 / 1 devices (ddp)", "ratio"] == pytest.approx(1.8, rel=0.03)
+    assert found.loc["2 / 1 devices (dp)", "ratio"] == pytest.approx(1.2, rel=0.03)
+    assert found.loc["2 / 1 devices (ddp)", "strategy"] == "ddp"
+    assert np.isnan(found.loc["2 / 1 devices (ddp)", "devices"])
+    assert found.loc["2 / 1 devices (dp)", "framework"] == "pytorch"
+
+
+def test_describe_reads_as_one_line():
+    units = table(point_rows("pytorch", noisy(100, seed=1)), point_rows("tensorflow", noisy(142, seed=2)))
+    line = describe(ratios(units, resamples=RESAMPLES).iloc[0])
+    assert line.startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=single: "
+                           "tensorflow / pytorch steady throughput 1.4")
+    assert line.endswith("faster")
