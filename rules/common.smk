@@ -214,9 +214,9 @@ def run_attempt(wildcards):
 def repeat_priority(repeat, name):
     """Job priority of a timed run: every repeat 1 before any repeat 2 (of every framework,
     library and workload), so that drift of the machine does not land on one of them; within
-    a repeat the order of the frameworks (or libraries) turns by one each repeat."""
-    names = sorted(set(FRAMEWORKS) | set(IMAGE_BACKENDS))
-    turn = (names.index(name) + repeat) % len(names)
+    a repeat the order of the frameworks (or image libraries) turns by one each repeat."""
+    names = FRAMEWORKS if name in FRAMEWORKS else list(IMAGE_BACKENDS)
+    turn = (names.index(name) - repeat) % len(names)
     return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
 
 
@@ -250,8 +250,6 @@ def imdb_raw():
 # library, format and worker count).
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
 IMAGE_SOURCE = chestxray_data(config).image_source
-PREPROCESS_COLUMNS = ("backend", "format")
-DECODE_COLUMNS = ("backend", "format", "workers")
 # image library -> (the env it runs in, the reader it uses there)
 IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
 

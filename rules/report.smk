@@ -106,10 +106,11 @@ rule plot_chestxray:
     input:
         runs="results/tables/chestxray-runs.csv",
         epochs="results/tables/chestxray-epochs.csv",
+        points="results/tables/chestxray-points.csv",
         utilisation="results/tables/chestxray-utilisation.csv",
-        loader_runs="results/tables/chestxray-loader-runs.csv",
-        preprocess_runs="results/tables/chestxray-preprocess-runs.csv",
-        decode_runs="results/tables/chestxray-decode-runs.csv",
+        loader_points="results/tables/chestxray-loader-points.csv",
+        preprocess_points="results/tables/chestxray-preprocess-points.csv",
+        decode_points="results/tables/chestxray-decode-points.csv",
         **script_inputs("plot_chestxray.py"),
         python=env_input("report"),
     params:
@@ -122,8 +123,8 @@ rule plot_chestxray:
         "../envs/report.yaml"
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs}"
-        " --utilisation {input.utilisation} --loader-runs {input.loader_runs}"
-        " --preprocess-runs {input.preprocess_runs} --decode-runs {input.decode_runs}"
+        " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
+        " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
         " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"
 

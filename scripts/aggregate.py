@@ -55,7 +55,7 @@ def main():
     statistics = dict(confidence=args.confidence, resamples=args.resamples, seed=args.seed)
     frames = {args.runs: runs, args.epochs: epochs, args.units: units,
               args.points: point_statistics(units, cv_threshold=args.cv_threshold, **statistics),
-              args.ratios: ratios(units, frameworks=args.frameworks, **statistics),
+              args.ratios: ratios(units, frameworks=args.frameworks, cv_threshold=args.cv_threshold, **statistics),
               args.environment: environment_rows(records),
               args.unsuccessful: unsuccessful(runs, invalid), args.utilisation: utilisation_rows(records)}
     for path, frame in frames.items():

@@ -22,11 +22,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from dlbench.stats import compare, plain  # noqa: E402
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey"}
+TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
 RESULTS = ["old_median", "new_median", "ratio", "ci_low", "ci_high", "p_value", "verdict"]
 
 
@@ -40,21 +42,29 @@ def units_tables(folder):
 
 
 def compare_folders(old, new, **options):
-    """compare() per workload (each has its own point columns), one table."""
+    """compare() per workload (each has its own point columns), in one table: the points of
+    every workload's columns, the points in one folder only at the end, and a readable label
+    of each point ("point", not written to the CSV)."""
     parts = []
     for workload in sorted(set(old) | set(new)):
         # a workload on one side only: the other side is an empty table with the same columns
         before = old[workload] if workload in old else new[workload].iloc[:0]
         after = new[workload] if workload in new else before.iloc[:0]
-        parts.append(compare(before, after, **options))
-    return pd.concat(parts, ignore_index=True)
+        part = compare(before, after, **options)
+        keys = [c for c in part.columns if c not in ("workload", "framework", *RESULTS)]
+        part["point"] = [" ".join(f"{k}={plain(v)}" for k, v in zip(keys, values) if not pd.isna(v))
+                         for values in part[keys].itertuples(index=False)]
+        parts.append(part)
+    table = pd.concat(parts, ignore_index=True)
+    keys = [c for c in table.columns if c not in ("workload", "framework", "point", *RESULTS)]
+    table[keys] = table[keys].convert_dtypes()  # 2, not 2.0, where other workloads leave NaN
+    only = table["verdict"].str.startswith("only")
+    return pd.concat([table[~only], table[only]], ignore_index=True)[["workload", "framework", *keys, *RESULTS,
+                                                                       "point"]]
 
 
 def label(row):
-    """workload framework key=value ... (the keys of the row's workload: the others are NaN)."""
-    where = " ".join(f"{k}={plain(v)}" for k, v in row.items()
-                     if k not in ("workload", "framework", *RESULTS) and not pd.isna(v))
-    return f"{row['workload']} {row['framework']} {where}".strip()
+    return f"{row['workload']} {row['framework']} {row['point']}".strip()
 
 
 def draw(table, path, threshold):
@@ -70,13 +80,19 @@ def draw(table, path, threshold):
         ax.set_yticks(range(len(both)), [label(row) for _, row in both.iterrows()])
         ax.invert_yaxis()
         ax.set_xscale("log")
+        # ratios near 1 fall between a log axis's decades: ticks a reader can read
+        low, high = ax.get_xlim()
+        ax.set_xticks([t for t in TICKS if low <= t <= high] or [1], minor=False)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.axvline(1, color="black", linewidth=1)
         # changes inside this band are "same" whatever the test says
-        ax.axvspan(1 / (1 + threshold), 1 + threshold, color="grey", alpha=0.15, linewidth=0)
-        ax.set_xlabel("new / old steady throughput (samples/s), median with bootstrap interval")
+        ax.axvspan(1 / (1 + threshold), 1 + threshold, color="grey", alpha=0.15, linewidth=0,
+                   label=f"within {threshold:g}: same")
+        ax.set_xlabel("new / old steady throughput (samples/s): median ratio, bootstrap interval; > 1 is faster")
         for verdict, colour in COLOURS.items():
             ax.plot([], [], "o", color=colour, label=verdict)
-        ax.legend(loc="best", fontsize="small")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     only = len(table) - len(both)
     ax.set_title(f"new / old, {len(both)} points" + (f" ({only} in one folder only: see the table)" if only else ""))
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -101,7 +117,7 @@ def main():
                             resamples=args.resamples, seed=args.seed)
     for path in (args.csv, args.figure):
         path.parent.mkdir(parents=True, exist_ok=True)
-    table.to_csv(args.csv, index=False)
+    table.drop(columns="point").to_csv(args.csv, index=False)
     draw(table, args.figure, args.threshold)
 
     counts = table["verdict"].value_counts()

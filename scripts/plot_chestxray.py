@@ -1,11 +1,12 @@
-"""The DenseNet-121 study's table and charts, and the loader and preprocessing results."""
+"""The DenseNet-121 study's table and charts, and the loader and preprocessing results; the
+throughputs as medians with their bootstrap intervals (the points tables)."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import no_data, save
+from dlbench.plots import interval_plot, no_data, save
 
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
 
@@ -31,23 +32,35 @@ def study_table(minutes):
     return table.reset_index()
 
 
-def loader_verdict(training, loaders, decode):
-    """Which loaders keep a trainer fed: their images/s against the real-data training images/s
-    of one device (of the same framework; of the fastest framework for the image libraries)."""
-    fed_rate = training[(training["input"] == "real") & (training["devices"] == 1)]
-    fed_rate = fed_rate.groupby("framework")["samples_per_s"].mean()
-    rows = []
-    for row in loaders.itertuples():
-        rows.append({"loader": f"{row.framework} loader", "format": "jpeg", "workers": row.workers,
-                     "images_per_s": row.samples_per_s, "trainer_images_per_s": fed_rate.get(row.framework)})
-    fastest = fed_rate.max() if len(fed_rate) else None
-    for row in decode.itertuples():
-        rows.append({"loader": f"{row.framework} (no framework)", "format": row.format, "workers": row.workers,
-                     "images_per_s": row.samples_per_s, "trainer_images_per_s": fastest})
-    verdict = pd.DataFrame(rows, columns=["loader", "format", "workers", "images_per_s", "trainer_images_per_s"])
-    verdict["keeps_trainer_fed"] = verdict["images_per_s"] >= verdict["trainer_images_per_s"]
-    return verdict.groupby(["loader", "format", "workers"], as_index=False).mean(numeric_only=True).assign(
-        keeps_trainer_fed=lambda f: f["images_per_s"] >= f["trainer_images_per_s"])
+def trainer_rates(training_points):
+    """Real-data training images/s (median) of each framework on one device."""
+    fed = training_points[(training_points["input"] == "real") & (training_points["devices"] == 1)]
+    return fed.groupby("framework")["median"].max()
+
+
+def loader_rates(loader_points, decode_points):
+    """The framework loaders' and the image libraries' points in one table, named by loader."""
+    return pd.concat([
+        loader_points.assign(loader=loader_points["framework"] + " loader", format="jpeg"),
+        decode_points.assign(loader=decode_points["framework"] + " (no framework)"),
+    ], ignore_index=True)
+
+
+def loader_verdict(training_points, rates):
+    """Which loaders keep a trainer fed: the whole interval of their images/s at or above the
+    real-data training images/s of one device (of the same framework; of the fastest
+    framework for the image libraries)."""
+    fed = trainer_rates(training_points)
+    fastest = fed.max() if len(fed) else None
+    verdict = pd.DataFrame({
+        "loader": rates["loader"], "format": rates["format"], "workers": rates["workers"],
+        "images_per_s": rates["median"], "ci_low": rates["ci_low"], "ci_high": rates["ci_high"],
+        "unstable": rates["unstable"],
+        "trainer_images_per_s": [fed.get(fw, fastest) if name.endswith(" loader") else fastest
+                                 for fw, name in zip(rates["framework"], rates["loader"])],
+    })
+    verdict["keeps_trainer_fed"] = verdict["ci_low"] >= verdict["trainer_images_per_s"]
+    return verdict
 
 
 def auc_table(training):
@@ -58,7 +71,7 @@ def auc_table(training):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    for name in ("runs", "epochs", "utilisation", "loader-runs", "preprocess-runs", "decode-runs"):
+    for name in ("runs", "epochs", "points", "utilisation", "loader-points", "preprocess-points", "decode-points"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--minutes-table", required=True)
@@ -70,7 +83,9 @@ def main():
     source = f"({args.image_source})"
     training = read_ok(args.runs)
     epochs = read_ok(args.epochs)
-    loaders, preprocess, decode = (read_ok(p) for p in (args.loader_runs, args.preprocess_runs, args.decode_runs))
+    points, loaders, preprocess, decode = (pd.read_csv(p) for p in (args.points, args.loader_points,
+                                                                     args.preprocess_points, args.decode_points))
+    rates = loader_rates(loaders, decode)
 
     minutes = train_minutes(epochs) if not epochs.empty else pd.DataFrame(
         columns=["framework", "input", "devices", "strategy", "repeat", "minutes"])
@@ -78,7 +93,7 @@ def main():
         pd.DataFrame(columns=["framework", "devices", "strategy"]).to_csv(args.minutes_table, index=False)
     auc = auc_table(training) if "test_auc_macro" in training else pd.DataFrame(columns=["framework"])
     auc.to_csv(args.auc_table, index=False)
-    loader_verdict(training, loaders, decode).to_csv(args.verdict_table, index=False)
+    loader_verdict(points, rates).to_csv(args.verdict_table, index=False)
 
     if minutes.empty:
         no_data(args.outdir / "train-minutes.png", "no successful DenseNet-121 run")
@@ -98,30 +113,14 @@ def main():
         grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
         save(grid, args.outdir / "auc.png", f"DenseNet-121 test AUC {source}")
 
-    if preprocess.empty:
-        no_data(args.outdir / "preprocess.png", "no successful preprocessing run")
-    else:
-        grid = sns.catplot(data=preprocess, x="samples_per_s", y="backend", hue="format", kind="bar",
-                           height=3, aspect=1.6)
-        grid.set(xlabel="images/s: decode 1024x1024, resize to 264, encode, write", ylabel="")
-        save(grid, args.outdir / "preprocess.png", f"Preprocessing throughput {source}")
+    interval_plot(preprocess, preprocess["framework"] + " " + preprocess["format"], "median", "ci_low", "ci_high",
+                  args.outdir / "preprocess.png", f"Preprocessing throughput {source}",
+                  "images/s: decode 1024x1024, resize to 264, encode, write (median, interval)")
 
-    rates = pd.concat([
-        loaders.assign(loader=loaders["framework"] + " loader", format="jpeg"),
-        decode.assign(loader=decode["framework"] + " (no framework)"),
-    ], ignore_index=True)
-    if rates.empty:
-        no_data(args.outdir / "loaders.png", "no successful loader run")
-    else:
-        grid = sns.catplot(data=rates, x="samples_per_s", y="loader", hue="workers", col="format", kind="bar",
-                           errorbar="sd", palette="viridis", height=3.5, aspect=1.2)
-        fed = training[(training["input"] == "real") & (training["devices"] == 1)]
-        for ax in grid.axes.flat:
-            for row in fed.groupby("framework")["samples_per_s"].mean().items():
-                ax.axvline(row[1], color="grey", linestyle=":")
-        grid.set(xlabel="images/s", ylabel="")
-        save(grid, args.outdir / "loaders.png",
-             f"Loaders {source}; dotted: real-data training images/s of each framework on one device")
+    names = rates["loader"] + " " + rates["format"] + " workers=" + rates["workers"].astype(str)
+    interval_plot(rates, names, "median", "ci_low", "ci_high", args.outdir / "loaders.png",
+                  f"Loaders {source}; dotted: real-data training images/s of the fastest framework on one device",
+                  "images/s (median, interval)", reference=trainer_rates(points).max() if len(points) else None)
 
     samples = pd.read_csv(args.utilisation)
     if samples.empty:

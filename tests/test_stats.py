@@ -140,7 +140,7 @@ def test_devices_ratios_ignore_the_one_device_strategy_and_split_by_the_other():
     assert found.loc["2 / 1 devices (ddp)", "ratio"] == pytest.approx(1.8, rel=0.03)
     assert found.loc["2 / 1 devices (dp)", "ratio"] == pytest.approx(1.2, rel=0.03)
     assert found.loc["2 / 1 devices (ddp)", "strategy"] == "ddp"
-    assert np.isnan(found.loc["2 / 1 devices (ddp)", "devices"])
+    assert pd.isna(found.loc["2 / 1 devices (ddp)", "devices"])
     assert found.loc["2 / 1 devices (dp)", "framework"] == "pytorch"
 
 
@@ -150,3 +150,29 @@ def test_describe_reads_as_one_line():
     assert line.startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=single: "
                            "tensorflow / pytorch steady throughput 1.4")
     assert line.endswith("faster")
+
+
+def test_image_libraries_are_compared_although_the_point_names_the_library():
+    decode = {"backend": "opencv", "format": "png", "workers": 0}
+    units = table(*(point_rows(library, noisy(base, seed=base), workload="chestxray-decode", point=decode,
+                               backend=library) for library, base in (("opencv", 100), ("pillow", 50))))
+    (row,) = ratios(units, resamples=RESAMPLES).itertuples()
+    assert row.comparison == "pillow / opencv" and row.verdict == "slower"
+    assert pd.isna(row.backend) and (row.format, row.workers) == ("png", 0)
+
+
+def test_tables_without_steady_units_give_empty_frames():
+    units = table(point_rows("pytorch", [[1.0]], status="failed"))
+    assert point_statistics(units).empty and ratios(units).empty
+    assert list(ratios(units.iloc[:0]).columns)[:4] == ["workload", "comparison", "framework", "model"]
+
+
+def test_describe_reads_rows_of_a_ratios_csv(tmp_path):
+    units = table(point_rows("pytorch", noisy(100, seed=1)), point_rows("tensorflow", noisy(100, noise=0.2, seed=2)),
+                  point_rows("pytorch", noisy(150, seed=3), devices=2, strategy="ddp"))
+    ratios(units, resamples=RESAMPLES).to_csv(tmp_path / "ratios.csv", index=False)
+    lines = [describe(row) for _, row in pd.read_csv(tmp_path / "ratios.csv").iterrows()]
+    assert lines[0].startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=single: tensorflow / "
+                               "pytorch") and lines[0].endswith("(unstable)")
+    assert lines[1].startswith("mnist model=small duplicate=1 batch=256 strategy=ddp: pytorch 2 / 1 devices (ddp) "
+                               "steady throughput 1.") and lines[1].endswith("faster")

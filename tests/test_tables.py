@@ -1,11 +1,13 @@
 import json
 
+import pandas as pd
 import pytest
 
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
 from dlbench.sweep import MNIST_COLUMNS
-from dlbench.tables import RecordError, environment_rows, load_records, tables, unsuccessful, utilisation_rows
+from dlbench.tables import (RecordError, environment_rows, load_records, tables, time_to_target, units_table,
+                            unsuccessful, utilisation_rows)
 from specs import smoke_spec
 
 
@@ -26,8 +28,10 @@ def result(*epoch_times):
     return {
         "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {},
-        "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "loss": 1.0 / (i + 1),
-                    "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1} for i, t in enumerate(epoch_times)],
+        "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "steps": 10, "loss": 1.0 / (i + 1),
+                    "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1,
+                    "machine": {"steal_s": 0.0, "other_cpu_s": 0.5 * i, "run_cpu_s": 2 * t, "cpus": 2}}
+                   for i, t in enumerate(epoch_times)],
     }
 
 
@@ -44,8 +48,9 @@ def test_summary_reports_the_first_epoch_apart_from_the_steady_ones():
     made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
     assert made["status"] == "ok"
     assert made["summary"]["first_epoch_s"] == 3.0
-    assert made["summary"]["steady_epoch_s"] == pytest.approx(1.5)
-    assert made["summary"]["samples_per_s"] == pytest.approx(400)
+    assert made["summary"]["steady_epoch_s"] == pytest.approx(1.5)  # the median of the steady units
+    assert made["summary"]["samples_per_s"] == pytest.approx((600 + 300) / 2)  # median of their throughputs
+    assert made["summary"]["steady_units"] == 2 and made["summary"]["steady_steps"] == 20
     assert made["point"] == point() and made["parameters"] == 402_442
 
 
@@ -114,3 +119,24 @@ def test_final_results_are_flattened_into_the_runs_table(tmp_path):
     records = load_records(write_records(tmp_path, record(spec(), extra, 0, [], "now", 5.0)))
     runs, _ = tables(records)
     assert runs.loc[0, "test_auc_macro"] == 0.75 and runs.loc[0, "test_auc_per_finding_Mass"] == 0.5
+
+
+def test_units_table_marks_the_warm_up_short_units_and_what_the_machine_did(tmp_path):
+    records = load_records(write_records(tmp_path, record(spec(), result(3.0, 0.5, 2.0), 0, [], "now", 7.0)))
+    units = units_table(records, min_unit_seconds=1.0)
+    assert units["warmup"].tolist() == [True, False, False]
+    assert units["below_minimum"].tolist() == [False, True, False]  # the warm-up is never a steady unit
+    assert units["other_cpu_s"].tolist() == [0.0, 0.5, 1.0] and units["cpus"].tolist() == [2, 2, 2]
+    assert list(units.columns[:3]) == ["workload", "framework", "run_id"]
+    assert units.columns[units.columns.get_loc("status") - 1] == "repeat"
+
+
+def test_time_to_accuracy_counts_training_time_until_the_target_or_says_not_reached(tmp_path):
+    epochs = result(3.0, 1.0, 2.0)["epochs"]  # accuracy 0.5, 0.6, 0.7; evaluation 0.1 s each, left out
+    assert time_to_target(epochs, "test_accuracy", 0.6) == (4.0, 2)
+    assert time_to_target(epochs, "test_accuracy", 0.95) == (None, None)
+    records = load_records(write_records(tmp_path, record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)))
+    runs, _ = tables(records, ("test_accuracy", 0.65))
+    assert runs.loc[0, "time_to_target_s"] == 6.0 and runs.loc[0, "epochs_to_target"] == 3
+    runs, _ = tables(records, ("test_accuracy", 0.99))
+    assert not runs.loc[0, "target_reached"] and pd.isna(runs.loc[0, "time_to_target_s"])

@@ -72,6 +72,16 @@ def _interval(samples, combine, confidence, resamples, seed):
     return value, float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def _cv(values):
+    return np.std(values, ddof=1) / np.mean(values) if len(values) > 1 else np.nan
+
+
+def _flags(group, cv_threshold):
+    """(unstable, below minimum) of a point's steady units; one unit gives no CV, so not unstable."""
+    return bool(_cv(group["samples_per_s"].to_numpy(dtype=float)) > cv_threshold), bool(
+        _flag(group["below_minimum"]).any())
+
+
 def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, seed=0):
     """One row per point with steady units: repeats, units, steps, the median throughput over
     all steady units of all repeats, its quartiles and IQR, a bootstrap interval of the median,
@@ -82,7 +92,7 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
         values = group["samples_per_s"].to_numpy(dtype=float)
         median, low, high = _interval([values], lambda m: m, confidence, resamples, seed)
         q25, q75 = np.percentile(values, [25, 75])
-        cv = np.std(values, ddof=1) / np.mean(values) if len(values) > 1 else np.nan
+        unstable, below = _flags(group, cv_threshold)
         rows.append({
             **dict(zip(keys, name)),
             "repeats": group["repeat"].nunique(),
@@ -90,9 +100,7 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
             "steps": group["steps"].sum(),
             "median": median, "q25": q25, "q75": q75, "iqr": q75 - q25,
             "ci_low": low, "ci_high": high,
-            "cv": cv,
-            "unstable": bool(cv > cv_threshold),  # False where one unit gives no CV
-            "below_minimum": bool(_flag(group["below_minimum"]).any()),
+            "cv": _cv(values), "unstable": unstable, "below_minimum": below,
         })
     columns = keys + ["repeats", "units", "steps", "median", "q25", "q75", "iqr", "ci_low", "ci_high", "cv",
                       "unstable", "below_minimum"]
@@ -131,29 +139,32 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
     dimension is NaN, except strategy, which for device ratios is the N-device side's)."""
     keys, groups = _groups(units)
     point = keys[2:]
-    points = point_statistics(units, confidence, resamples, cv_threshold, seed)
-    flags = {tuple(row[keys]): row for _, row in points.iterrows()}
     rows = []
 
     def add(num, den, comparison, framework, fixed):
         ratio, low, high = _interval([groups[num]["samples_per_s"], groups[den]["samples_per_s"]],
                                      lambda a, b: a / b, confidence, resamples, seed)
+        (num_unstable, num_below), (den_unstable, den_below) = (_flags(groups[n], cv_threshold) for n in (num, den))
         rows.append({
             "workload": num[0], "comparison": comparison, "framework": framework, **fixed,
             "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
-            "unstable": bool(flags[num]["unstable"] or flags[den]["unstable"]),
-            "below_minimum": bool(flags[num]["below_minimum"] or flags[den]["below_minimum"]),
+            "unstable": num_unstable or den_unstable, "below_minimum": num_below or den_below,
         })
 
-    # frameworks side by side at the same point
+    # frameworks side by side at the same point; a key that only repeats the framework (the
+    # image library of the decode benchmarks) does not tell points apart here
+    rows_of = steady(units)
+    alias = [k for k in point if (rows_of[k].astype(str) == rows_of["framework"].astype(str)).all()]
     by_point = {}
     for name in groups:
-        by_point.setdefault((name[0], *name[2:]), {})[name[1]] = name
-    for at, names in by_point.items():
+        at = tuple(_key([name[0], *(np.nan if k in alias else v for k, v in zip(point, name[2:]))]))
+        by_point.setdefault(at, (name, {}))[1][name[1]] = name
+    for first, names in by_point.values():
         order = _framework_order(list(names), frameworks)
+        fixed = {k: (np.nan if k in alias else v) for k, v in zip(point, first[2:])}
         for i, den in enumerate(order):
             for num in order[i + 1:]:
-                add(names[num], names[den], f"{num} / {den}", "", dict(zip(point, at[1:])))
+                add(names[num], names[den], f"{num} / {den}", "", fixed)
 
     # one dimension within a framework
     index = {k: i for i, k in enumerate(keys)}
@@ -178,7 +189,9 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
 
     columns = ["workload", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", "unstable",
                "below_minimum"]
-    return pd.DataFrame(rows, columns=columns)
+    frame = pd.DataFrame(rows, columns=columns)
+    frame[point] = frame[point].convert_dtypes()  # devices 2, not 2.0, beside the NaN of the compared dimension
+    return frame
 
 
 def plain(value):

@@ -1,0 +1,47 @@
+# snakemake compare: this results folder against a baseline one (config compare.baseline),
+# point by point, with a verdict. Not part of `all`: it needs a second results folder, e.g.
+#   snakemake compare --config 'compare={baseline: ../before/results}'
+
+
+def compare_baseline_tables(wildcards):
+    """The baseline's units tables: inputs, so that a new or changed baseline reruns the comparison."""
+    baseline = config["compare"]["baseline"]
+    if not baseline:
+        raise WorkflowError(
+            "config compare.baseline is not set: `snakemake compare` needs the results folder to compare with, "
+            "e.g. snakemake compare --config 'compare={baseline: ../before/results}'"
+        )
+    tables = sorted(str(path) for path in Path(baseline, "tables").glob("*-units.csv"))
+    if not tables:
+        raise WorkflowError(f"config compare.baseline: {baseline} has no units tables (tables/*-units.csv)")
+    return tables
+
+
+rule compare:
+    output:
+        table=report("results/tables/compare.csv", caption="../report/compare.rst", category="compare"),
+        figure=report("results/figures/compare.png", caption="../report/compare-figure.rst", category="compare"),
+    input:
+        new=[f"results/tables/{name}-units.csv" for name in record_sets()],
+        old=compare_baseline_tables,
+        **script_inputs("compare.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        baseline=config["compare"]["baseline"],
+        results="results",
+        threshold=config["compare"]["threshold"],
+        alpha=config["compare"]["alpha"],
+        confidence=config["measurement"]["confidence"],
+        resamples=config["measurement"]["resamples"],
+        seed=config["seed"],
+    log:
+        "results/logs/report/compare.log",
+    conda:
+        "../envs/report.yaml"
+    # the summary (N points: a faster, b slower, c same) is the answer: shown, not only logged
+    shell:
+        "{params.python:q} {input.script:q} {params.baseline:q} {params.results:q}"
+        " --csv {output.table:q} --figure {output.figure:q} --threshold {params.threshold} --alpha {params.alpha}"
+        " --confidence {params.confidence} --resamples {params.resamples} --seed {params.seed} > {log:q} 2>&1"
+        " && cat {log:q}"
