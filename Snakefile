@@ -28,6 +28,7 @@ include: "rules/imdb.smk"
 include: "rules/chestxray.smk"
 include: "rules/runs.smk"
 include: "rules/report.smk"
+include: "rules/compare.smk"
 
 
 report: "report/workflow.rst"

@@ -21,11 +21,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from dlbench.stats import compare, plain  # noqa: E402
+from dlbench.stats import compare, plain
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey"}
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]

@@ -4,8 +4,7 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import REPO, SCRIPTS, VENV_PREFIX
-from dlbench.envs import env_hash
+from conftest import REPO, SCRIPTS, snakemake, venv_python
 from dlbench.stats import compare
 from test_stats import noisy, point_rows, table
 
@@ -50,19 +49,9 @@ def test_a_point_only_in_new_comes_last():
     assert list(found["verdict"])[-1] == "only in new" and list(found["model"])[-1] == "gone"
 
 
-def report_python():
-    """An interpreter with what the script needs (matplotlib and scipy): this one, else the
-    report environment's if it is built."""
-    candidates = [sys.executable, str(VENV_PREFIX / f"report-{env_hash(REPO / 'envs' / 'report.yaml')}" / "python")]
-    for python in candidates:
-        if subprocess.run([python, "-c", "import matplotlib, scipy, pandas"], capture_output=True).returncode == 0:
-            return python
-    pytest.skip("no interpreter with matplotlib and scipy (the report environment)")
-
-
 def run_compare(*args):
-    return subprocess.run([report_python(), str(SCRIPTS / "compare.py"), *map(str, args)], capture_output=True,
-                          text=True)
+    return subprocess.run([venv_python("report"), str(SCRIPTS / "compare.py"), *map(str, args)], check=False,
+                          capture_output=True, text=True)
 
 
 def test_the_command_writes_the_table_and_the_figure(tmp_path):
@@ -89,3 +78,22 @@ def test_a_folder_without_units_tables_is_named(tmp_path):
     assert proc.returncode != 0
     assert str(tmp_path / "empty") in proc.stderr and "units" in proc.stderr
     assert not (tmp_path / "c.csv").exists()
+
+
+SMOKE = ("--configfile", "presets/smoke.yaml")
+
+
+def test_the_compare_target_needs_a_baseline_and_is_not_in_the_default_target():
+    assert 'include: "rules/compare.smk"' in (REPO / "Snakefile").read_text(), "the Snakefile must include compare.smk"
+    proc = snakemake("-n", "compare", *SMOKE, check=False)
+    assert proc.returncode != 0 and "compare.baseline" in proc.stdout + proc.stderr
+    assert "rule compare:" not in snakemake("-n", "--forceall", *SMOKE).stdout
+
+
+def test_the_compare_target_reads_the_baseline_given_on_the_command_line(tmp_path):
+    baseline = tmp_path / "before" / "results"
+    (baseline / "tables").mkdir(parents=True)
+    table(point_rows("pytorch", noisy(100))).to_csv(baseline / "tables" / "mnist-units.csv", index=False)
+    out = snakemake("-n", "-p", "compare", *SMOKE, "--config", f"compare={{baseline: {baseline}}}").stdout
+    assert "rule compare:" in out and str(baseline / "tables" / "mnist-units.csv") in out
+    assert f"compare.py {baseline} results --csv results/tables/compare.csv" in out

@@ -68,10 +68,18 @@ def test_the_interval_contains_the_median_and_narrows_with_more_units():
     assert (many["ci_high"] - many["ci_low"]).iloc[0] < (few["ci_high"] - few["ci_low"]).iloc[0]
 
 
-@pytest.mark.parametrize("repeats", [[[42.0]], [[42.0, 42.0], [42.0]]])
-def test_one_unit_or_identical_units_give_the_value_as_interval(repeats):
-    row = point_statistics(table(point_rows("pytorch", repeats)), resamples=RESAMPLES).iloc[0]
+def test_identical_units_give_the_value_as_interval():
+    row = point_statistics(table(point_rows("pytorch", [[42.0, 42.0], [42.0]])), resamples=RESAMPLES).iloc[0]
     assert row["median"] == row["ci_low"] == row["ci_high"] == 42
+
+
+def test_one_unit_has_no_interval_and_its_ratios_say_so():
+    units = table(point_rows("pytorch", [[42.0]]), point_rows("tensorflow", [[84.0, 80.0, 86.0]]))
+    row = point_statistics(units, resamples=RESAMPLES).iloc[0]
+    assert row["median"] == 42 and pd.isna(row["ci_low"]) and pd.isna(row["ci_high"])
+    [ratio] = ratios(units, resamples=RESAMPLES).to_dict("records")
+    assert ratio["ratio"] == 2 and ratio["verdict"] == "one sample: no interval"
+    assert "2.00 one sample: no interval" in describe(ratio)
     assert not row["unstable"]
 
 

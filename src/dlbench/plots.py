@@ -38,10 +38,9 @@ def interval_plot(frame, labels, value, low, high, path, title, xlabel, referenc
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.35 * len(frame)))
     flagged = [name != label for name, label in zip(names, labels)]
     y = range(len(frame))
-    errors = [frame[value] - frame[low], frame[high] - frame[value]]
-    colours = ["tab:orange" if flag else "tab:blue" for flag in flagged]
-    ax.errorbar(frame[value], y, xerr=errors, fmt="none", ecolor=colours, capsize=3)
-    ax.scatter(frame[value], y, c=colours, zorder=3)
+    for row, (_, point), flag in zip(y, frame.iterrows(), flagged):
+        ax.errorbar(point[value], row, xerr=[[point[value] - point[low]], [point[high] - point[value]]], fmt="o",
+                    color="tab:orange" if flag else "tab:blue", capsize=3)
     if reference is not None:
         ax.axvline(reference, color="grey", linestyle=":")
     ax.set_yticks(list(y), names)

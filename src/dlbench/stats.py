@@ -56,6 +56,8 @@ def _interval(samples, combine, confidence, resamples, seed):
     samples = [np.asarray(s, dtype=float) for s in samples]
     medians = [np.median(s) for s in samples]
     value = combine(*medians)
+    if min(len(s) for s in samples) < 2:  # one sample says nothing of its spread: no interval
+        return value, np.nan, np.nan
     varying = [i for i, s in enumerate(samples) if np.ptp(s) > 0]
     if not varying:
         return value, value, value
@@ -107,8 +109,13 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
     return pd.DataFrame(rows, columns=columns)
 
 
+ONE_SAMPLE = "one sample: no interval"
+
+
 def verdict(low, high):
     """A ratio of throughputs: faster or slower only when the whole interval says so."""
+    if pd.isna(low) or pd.isna(high):
+        return ONE_SAMPLE
     if low > 1:
         return "faster"
     if high < 1:
@@ -209,8 +216,9 @@ def describe(row):
     where = " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and not pd.isna(v))
     who = f"{row['framework']} " if isinstance(row["framework"], str) and row["framework"] else ""
     flags = [name.replace("_", " ") for name in ("unstable", "below_minimum") if str(row.get(name)).lower() == "true"]
+    interval = "" if pd.isna(row["ci_low"]) else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
     line = (f"{row['workload']}{' ' + where if where else ''}: {who}{row['comparison']} steady throughput "
-            f"{row['ratio']:.2f} [{row['ci_low']:.2f}, {row['ci_high']:.2f}] {row['verdict']}")
+            f"{row['ratio']:.2f}{interval} {row['verdict']}")
     return line + (f" ({', '.join(flags)})" if flags else "")
 
 
@@ -220,16 +228,16 @@ def compare(old_units, new_units, threshold=0.05, alpha=0.05, confidence=0.95, r
     airspeed velocity's verdict: faster (slower) when p < alpha and the ratio is above 1 +
     threshold (below 1 / (1 + threshold)), else same. Points in one table only come last, with
     verdict "only in old" / "only in new"."""
-    keys, old = _groups(old_units)
+    old_keys, old = _groups(old_units)
     new_keys, new = _groups(new_units)
-    keys = keys + [k for k in new_keys if k not in keys]
+    keys = old_keys + [k for k in new_keys if k not in old_keys]
     old_names = {_key(name): name for name in old}
     new_names = {_key(name): name for name in new}
     empty = {"old_median": np.nan, "new_median": np.nan, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan,
              "p_value": np.nan}
     rows, only = [], []
     for key, name in old_names.items():
-        where = dict(zip(_keys_of(old_units), name))
+        where = dict(zip(old_keys, name))
         if key not in new_names:
             only.append({**where, **empty, "verdict": "only in old"})
             continue
@@ -248,12 +256,8 @@ def compare(old_units, new_units, threshold=0.05, alpha=0.05, confidence=0.95, r
                      "ci_low": low, "ci_high": high, "p_value": p, "verdict": call})
     for key, name in new_names.items():
         if key not in old_names:
-            only.append({**dict(zip(_keys_of(new_units), name)), **empty, "verdict": "only in new"})
+            only.append({**dict(zip(new_keys, name)), **empty, "verdict": "only in new"})
     return pd.DataFrame(rows + only, columns=keys + list(empty) + ["verdict"])
-
-
-def _keys_of(units):
-    return ["workload", "framework", *point_keys(units)]
 
 
 def _key(name):
