@@ -321,6 +321,23 @@ def report_targets():
     return targets + ["results/tables/headline-ratios.csv"]
 
 
+# ---- comparing two result sets (rules/compare.smk) ---------------------------------------
+
+
+def compare_baseline_tables(wildcards):
+    """The baseline's units tables: inputs, so that a new or changed baseline reruns the comparison."""
+    baseline = config["compare"]["baseline"]
+    if not baseline:
+        raise WorkflowError(
+            "config compare.baseline is not set: `snakemake compare` needs the results folder to compare with, "
+            "e.g. snakemake compare --config 'compare={baseline: ../before/results}'"
+        )
+    tables = sorted(str(path) for path in Path(baseline, "tables").glob("*-units.csv"))
+    if not tables:
+        raise WorkflowError(f"config compare.baseline: {baseline} has no units tables (tables/*-units.csv)")
+    return tables
+
+
 # ---- the end of every invocation ----------------------------------------------------------
 
 

@@ -3,20 +3,6 @@
 #   snakemake compare --config 'compare={baseline: ../before/results}'
 
 
-def compare_baseline_tables(wildcards):
-    """The baseline's units tables: inputs, so that a new or changed baseline reruns the comparison."""
-    baseline = config["compare"]["baseline"]
-    if not baseline:
-        raise WorkflowError(
-            "config compare.baseline is not set: `snakemake compare` needs the results folder to compare with, "
-            "e.g. snakemake compare --config 'compare={baseline: ../before/results}'"
-        )
-    tables = sorted(str(path) for path in Path(baseline, "tables").glob("*-units.csv"))
-    if not tables:
-        raise WorkflowError(f"config compare.baseline: {baseline} has no units tables (tables/*-units.csv)")
-    return tables
-
-
 rule compare:
     output:
         table=report("results/tables/compare.csv", caption="../report/compare.rst", category="compare"),
@@ -29,7 +15,7 @@ rule compare:
     params:
         python=run_python,
         baseline=config["compare"]["baseline"],
-        results="results",
+        results=lambda wildcards, input: str(Path(input.new[0]).parent.parent),
         threshold=config["compare"]["threshold"],
         alpha=config["compare"]["alpha"],
         confidence=config["measurement"]["confidence"],

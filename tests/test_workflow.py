@@ -344,7 +344,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_strategy~single_repeat~{r}.json"
                for framework in FRAMEWORKS for r in (1, 2, 3)]
     try:
-        snakemake("--cores", "2", *SMOKE, str(extra), *targets, cwd=finished)
+        snakemake("--cores", "2", *targets, *SMOKE, str(extra), cwd=finished)
         made = load_records([finished / path for path in targets])
     finally:
         for path in targets:
