@@ -191,11 +191,11 @@ def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow,
     good = json.loads((mnist_workflow / SMALL).read_text())
     (tmp_path / "good.json").write_text(json.dumps(good))
     (tmp_path / "bad.json").write_text('{"status": "ok", "epochs": [')
-    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "epochs", "environment", "unsuccessful",
-                                                         "utilisation")}
+    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "epochs", "units", "points", "ratios", "environment",
+                                                         "unsuccessful", "utilisation")}
     proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
-                           str(tmp_path / "bad.json"), *[arg for name, path in out.items()
-                                                         for arg in (f"--{name}", str(path))]],
+                           str(tmp_path / "bad.json"), "--min-unit-seconds", "0",
+                           *[arg for name, path in out.items() for arg in (f"--{name}", str(path))]],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "bad.json: cannot be read as JSON" in proc.stderr

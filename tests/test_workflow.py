@@ -340,9 +340,9 @@ def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_
 def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, tmp_path):
     """Every framework's repeat 1 runs before any repeat 2, and the frameworks' order turns."""
     extra = tmp_path / "repeats.yaml"
-    extra.write_text("measurement: {repeats: 3}\nmnist: {models: [small], batch_sizes: [32], devices: [1]}\n")
+    extra.write_text("measurement: {repeats: 2}\nmnist: {models: [small], batch_sizes: [32], devices: [1]}\n")
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_strategy~single_repeat~{r}.json"
-               for framework in FRAMEWORKS for r in (1, 2, 3)]
+               for framework in FRAMEWORKS for r in (1, 2)]
     try:
         snakemake("--cores", "2", *targets, *SMOKE, str(extra), cwd=finished)
         made = load_records([finished / path for path in targets])
@@ -350,7 +350,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
         for path in targets:
             (finished / path).unlink(missing_ok=True)
     order = sorted(made, key=lambda record: record["started_at"])
-    assert [record["point"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
-    assert len({record["spec"]["run_id"] + str(record["wall_s"]) for record in made}) == 9  # separate processes
-    turns = [[record["framework"] for record in order[i:i + 3]] for i in (0, 3, 6)]
-    assert turns[0] != turns[1] != turns[2]
+    assert [record["point"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2]
+    assert len({record["spec"]["run_id"] + str(record["wall_s"]) for record in made}) == 6  # separate processes
+    first, second = ([record["framework"] for record in order[i:i + 3]] for i in (0, 3))
+    assert second == first[1:] + first[:1]  # the frameworks' order turns by one
