@@ -16,8 +16,7 @@ def main():
     parser.add_argument("ratios", nargs="+", type=Path, help="<workload>-ratios.csv tables")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
-    frames = [pd.read_csv(path) for path in args.ratios if path.stat().st_size > 1]
-    frames = [frame for frame in frames if len(frame)]
+    frames = [frame for frame in map(pd.read_csv, args.ratios) if len(frame)]
     ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     headline = pd.DataFrame({
         "comparison": [describe(row) for _, row in ratios.iterrows()],

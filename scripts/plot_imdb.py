@@ -65,10 +65,7 @@ def main():
 
     ratios = pd.read_csv(args.ratios)
     sparse = ratios[ratios["comparison"].astype(str).str.contains("sparse")].reset_index(drop=True)
-    if sparse.empty:
-        no_data(args.outdir / "sparse-speedup.png", "no PyTorch point with both dense and sparse gradients")
-        return
-    interval_plot(sparse, sparse["framework"] + " " + point_label(sparse.assign(framework=""), ["batch", "workers"]),
+    interval_plot(sparse, sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""), ["batch", "workers"]),
                   "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
                   "PyTorch: speed-up of sparse embedding gradients", "throughput sparse / dense (interval)", reference=1)
 

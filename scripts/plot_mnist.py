@@ -49,14 +49,10 @@ def main():
 
     ratios = pd.read_csv(args.ratios)
     scale = ratios[ratios["comparison"].astype(str).str.contains("devices")].reset_index(drop=True)
-    if scale.empty:
-        no_data(args.outdir / "scale-up.png", "no point with both 1 and N devices")
-    else:
-        names = scale["framework"] + " " + scale["comparison"] + " " + point_label(scale.assign(framework=""),
-                                                                                  ["model", "duplicate", "batch"])
-        interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
-                      "MNIST scale-up relative to one device", "throughput N devices / 1 device (interval)",
-                      reference=1)
+    names = scale["framework"].astype(str) + " " + scale["comparison"].astype(str) + " " + point_label(
+        scale.assign(framework=""), ["model", "duplicate", "batch"])
+    interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
+                  "MNIST scale-up relative to one device", "throughput N devices / 1 device (interval)", reference=1)
 
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",

@@ -1,5 +1,6 @@
 """What every workload's figures share (report environment: matplotlib, seaborn)."""
 import matplotlib.pyplot as plt  # Agg by itself where there is no display
+import pandas as pd
 import seaborn as sns
 
 sns.set_theme(style="whitegrid", context="paper")
@@ -54,4 +55,5 @@ def interval_plot(frame, labels, value, low, high, path, title, xlabel, referenc
 def point_label(frame, columns):
     """'framework key=value ...' per row, from the columns that vary."""
     varying = [c for c in columns if c in frame and frame[c].nunique() > 1]
-    return frame.apply(lambda row: " ".join([str(row["framework"])] + [f"{c}={row[c]}" for c in varying]), axis=1)
+    return pd.Series([" ".join([str(row["framework"])] + [f"{c}={row[c]}" for c in varying])
+                      for _, row in frame.iterrows()], index=frame.index, dtype=str)
