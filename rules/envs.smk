@@ -12,7 +12,7 @@ rule build_venv:
     log:
         "results/logs/envs/{stack}-{hash}.log",
     wildcard_constraints:
-        stack=r"[a-z0-9_]+",
+        stack=r"[a-z0-9_-]+",
         hash=r"[0-9a-f]+",
     localrule: True
     # Runs in the driver's interpreter: this rule makes the software environments.

@@ -8,6 +8,7 @@ presence means the venv is complete.
 import argparse
 import fcntl
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -47,8 +48,11 @@ def build(env_file, venv):
                        env={**os.environ, **variables})
         freeze = subprocess.run(pip + ["freeze"], check=True, capture_output=True, text=True).stdout
         (venv / "pip-freeze.txt").write_text(freeze)
+        # The env file's variables are set whenever the venv runs, as conda's activation sets
+        # them (KERAS_BACKEND chooses Keras' backend).
+        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
         tmp = venv / "python.tmp"
-        tmp.write_text(f'#!/bin/sh\nexec "{venv / "bin" / "python"}" "$@"\n')
+        tmp.write_text(f'#!/bin/sh\n{exports}exec "{venv / "bin" / "python"}" "$@"\n')
         tmp.chmod(0o755)
         tmp.rename(wrapper)
     print(f"built {venv}")

@@ -77,11 +77,11 @@ def test_a_run_s_code_is_what_it_imports():
 def test_the_frameworks_are_listed_in_one_place():
     """Adding a framework: its line in dlbench/frameworks/__init__.py, its backend, its env
     file and one module per workload; no rule, schema or config lists the frameworks."""
-    for name in FRAMEWORKS:
+    for name, framework in FRAMEWORKS.items():
         assert (REPO / "envs" / f"{name}.yaml").is_file(), name
-        assert (REPO / "src" / "dlbench" / "frameworks" / f"{name}.py").is_file(), name
+        assert (REPO / "src" / "dlbench" / "frameworks" / f"{framework.module}.py").is_file(), name
         for workload in WORKLOADS:
-            module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "_") / f"{name}.py"
+            module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "_") / f"{framework.module}.py"
             assert module.is_file(), module
     listed = re.compile(r"\b(" + "|".join(FRAMEWORKS) + r")\b")
     for path in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), REPO / "schemas" / "config.schema.yaml",

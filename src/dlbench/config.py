@@ -23,11 +23,11 @@ def check_config(config):
         for framework, names in strategies.items():
             if framework not in FRAMEWORKS:
                 raise ConfigError(f"config {workload}.strategies: unknown framework {framework!r}")
-            unknown = [name for name in names if name not in FRAMEWORKS[framework]]
+            unknown = [name for name in names if name not in FRAMEWORKS[framework].strategies]
             if unknown:
                 raise ConfigError(f"config {workload}.strategies.{framework}: unknown strategy {unknown[0]!r} "
-                                  f"({framework} has {', '.join(FRAMEWORKS[framework])})")
-        config[workload]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw])) for fw in FRAMEWORKS}
+                                  f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
+        config[workload]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
         if any(devices > 1 for devices in config[workload]["devices"]):
             for framework in config["frameworks"]:
                 if not config[workload]["strategies"][framework]:

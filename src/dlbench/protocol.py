@@ -23,13 +23,15 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
      `build`, kept across epochs) in every framework;
    - one `train_step(batch)` per batch; it returns the loss on the device, which is summed
      on the device: no host synchronisation per step;
-   - `backend.sync` waits for the device's queued work and for every process, then the
-     clock stops. The loss is read after that, outside the clock.
+   - `backend.sync` waits for the device's queued work (or, in JAX, for the epoch's last
+     value) and for every process, then the clock stops. The loss is read after that, outside the clock.
    - Evaluation, on the first process only, is timed apart (`eval_s`), with the model's
      predictions as numpy (`predict`) scored by the workload's shared metric code; the
      other processes wait, outside any clock.
    - Around the clock, outside it, the first process reads what the machine did
      (`dlbench.machine`): CPU time stolen from it, used by other processes, used by the run.
+   `EpochClock` is this step, written once: the protocol's own loop (`run_epochs`) drives it,
+   and so does a framework that owns its loop (Keras' model.fit), from its per-epoch hooks.
 4. The first epoch is warm-up (graph tracing, compilation, allocator growth, worker
    start-up): it is recorded and reported apart from the steady epochs, the timed units
    (at least `measurement.steady_units` of them; the statistics are over units and repeats).
@@ -40,13 +42,16 @@ memory and utilisation of the whole process tree (loader workers included, the s
 every framework), and writes the record whatever happens.
 
 A framework backend is a module with these functions (see dlbench/frameworks/pytorch.py):
+    configure(spec)                      (optional) process-wide settings that must precede the
+                                         framework's start (JAX's CPU device count), called first
     version() -> str                     the framework's version
     visible_gpus() -> int                GPUs this build of the framework can use
     check(spec, device_kind)             raise NotApplicable for a point without meaning here
     launch(spec, target, args)           run target(rank, *args) in each process of the run
     setup(spec, device_kind, rank) -> Placement
     barrier(placement)                   every process of the run reaches this point
-    sync(placement)                      the device's queued work is done, in every process
+    sync(placement, pending)             the device's queued work is done, in every process;
+                                         pending: the epoch's last device value (the loss sum)
     to_float(value) -> float             a device scalar on the host
     mean_over_processes(x, placement) -> float
     gpu_allocator_peak(placement) -> {measure: bytes} or {}   the allocator's own peak
@@ -65,6 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.frameworks import backend_module, workload_module
 from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
@@ -157,6 +163,11 @@ class Workload:
     and may implement the classmethod check(spec, device_kind), which raises NotApplicable
     for a point without meaning in this framework.
 
+    A framework whose idiom is its own training loop (Keras' model.fit) implements instead of
+    batches and train_step:
+        fit(clock)                 train spec.epochs epochs, calling the EpochClock's begin,
+                                   start and stop from the loop's per-epoch hooks
+
     The task's part implements:
         load_data()                the arrays or file lists; sets self.n_train
         evaluate() -> {metric: value}          after every epoch (first process only)
@@ -203,12 +214,86 @@ class Results:
 
 
 def workload_class(spec):
-    module = importlib.import_module(f"dlbench.workloads.{spec.workload.replace('-', '_')}.{spec.framework}")
+    module = importlib.import_module(workload_module(spec.workload, spec.framework))
     return module.WORKLOAD
 
 
 def backend_of(spec):
-    return importlib.import_module(f"dlbench.frameworks.{spec.framework}")
+    return importlib.import_module(backend_module(spec.framework))
+
+
+class EpochClock:
+    """Step 3 of the protocol for one process: each epoch's order, the clock around it, and
+    what is recorded after it. The protocol's own loop (`run_process`) calls it; so does a
+    framework's own loop (a workload's `fit`, e.g. Keras' model.fit), from its per-epoch hooks:
+
+        order = clock.begin(epoch)      before the epoch's first batch: its index batches
+        clock.start()                   every process waits for the others; the clock starts
+        ... the epoch's batches and steps ...
+        clock.stop(steps, loss_sum, pending)   the device sync; the clock stops; evaluation
+                                        and the record, outside the clock
+    """
+
+    def __init__(self, spec, placement, backend, workload, results):
+        self.spec, self.placement, self.backend, self.workload = spec, placement, backend, workload
+        self.results = results  # None in the processes that do not report
+        # The whole run's CPU: the trainer leads the process group of every rank and worker.
+        self.meter = CpuMeter.of_group() if results else None
+        self.epochs_done = 0
+        self.epoch = self.order = self.info = self.started = self.cpu_before = None
+
+    def begin(self, epoch):
+        """The epoch's index batches for this process (the same order in every framework);
+        `info` holds the workload's epoch_info (e.g. the learning rate), which the framework
+        applies before the epoch's first step."""
+        if epoch != self.epochs_done + 1:
+            raise RuntimeError(f"{self.spec.framework} began epoch {epoch} after epoch {self.epochs_done}")
+        self.epoch = epoch
+        self.order = self.placement.local(epoch_order(self.workload.n_train, self.spec.global_batch, self.spec.seed,
+                                                      epoch))
+        self.info = self.workload.epoch_info(epoch)
+        return self.order
+
+    def start(self):
+        self.cpu_before = self.meter.read() if self.meter else None
+        self.backend.barrier(self.placement)
+        self.started = time.perf_counter()
+
+    def stop(self, steps, loss_sum, pending=None):
+        """steps: the train steps the epoch ran; loss_sum: the sum of their losses on the device
+        (None: no loss); pending: the last device value of the epoch, for frameworks that can
+        only wait on a value (JAX), else None (the loss sum is used)."""
+        self.backend.sync(self.placement, loss_sum if pending is None else pending)
+        wall_s = time.perf_counter() - self.started
+        machine = self.meter.usage(self.cpu_before, self.meter.read()) if self.meter else None
+        if steps != len(self.order):
+            raise RuntimeError(f"{self.spec.framework} ran {steps} steps of an epoch of {len(self.order)} batches")
+        loss = None
+        if loss_sum is not None:
+            loss = self.backend.mean_over_processes(self.backend.to_float(loss_sum), self.placement) / steps
+        if self.results:
+            eval_start = time.perf_counter()
+            metric = self.workload.evaluate()
+            self.results.epoch(epoch=self.epoch, wall_s=wall_s, samples=steps * self.spec.global_batch, steps=steps,
+                               loss=loss, metric=metric, eval_s=time.perf_counter() - eval_start, machine=machine,
+                               **self.info)
+        self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
+        self.epochs_done = self.epoch
+
+
+def run_epochs(workload, clock, epochs):
+    """The protocol's own loop: the workload's batches, one train_step each."""
+    for epoch in range(1, epochs + 1):
+        order = clock.begin(epoch)
+        batches = workload.batches(epoch, order)  # outside the clock
+        clock.start()
+        loss_sum, steps = None, 0
+        for batch in batches:
+            loss = workload.train_step(batch)
+            if loss is not None:
+                loss_sum = loss if loss_sum is None else loss_sum + loss
+            steps += 1
+        clock.stop(steps, loss_sum)
 
 
 def run_process(rank, spec_dict, result_path, device_kind):
@@ -216,43 +301,20 @@ def run_process(rank, spec_dict, result_path, device_kind):
     spec = spec_from_dict(spec_dict)
     backend = backend_of(spec)
     placement = backend.setup(spec, device_kind, rank)
-    reporter = placement.rank == 0
-    results = Results(result_path) if reporter else None
-    # The whole run's CPU: the trainer leads the process group of every rank and worker.
-    meter = CpuMeter.of_group() if reporter else None
+    results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
     workload.build()
-    if reporter:
+    if results:
         results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
                        **backend.describe(placement))
-    for epoch in range(1, spec.epochs + 1):
-        order = epoch_order(workload.n_train, spec.global_batch, spec.seed, epoch)
-        info = workload.epoch_info(epoch)
-        batches = workload.batches(epoch, placement.local(order))
-        cpu_before = meter.read() if reporter else None
-        backend.barrier(placement)
-        start = time.perf_counter()
-        loss_sum, steps = None, 0
-        for batch in batches:
-            loss = workload.train_step(batch)
-            if loss is not None:
-                loss_sum = loss if loss_sum is None else loss_sum + loss
-            steps += 1
-        backend.sync(placement)
-        wall_s = time.perf_counter() - start
-        machine = meter.usage(cpu_before, meter.read()) if reporter else None
-        if steps != len(order):
-            raise RuntimeError(f"{spec.framework} ran {steps} steps of an epoch of {len(order)} batches")
-        loss = None
-        if loss_sum is not None:
-            loss = backend.mean_over_processes(backend.to_float(loss_sum), placement) / steps
-        if reporter:
-            eval_start = time.perf_counter()
-            metric = workload.evaluate()
-            results.epoch(epoch=epoch, wall_s=wall_s, samples=steps * spec.global_batch, steps=steps, loss=loss,
-                          metric=metric, eval_s=time.perf_counter() - eval_start, machine=machine, **info)
-        backend.barrier(placement)  # the others wait for the evaluation, outside the clock
-    if reporter:
+    clock = EpochClock(spec, placement, backend, workload, results)
+    if hasattr(workload, "fit"):
+        workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
+    else:
+        run_epochs(workload, clock, spec.epochs)
+    if clock.epochs_done != spec.epochs:
+        raise RuntimeError(f"{spec.framework} clocked {clock.epochs_done} of {spec.epochs} epochs")
+    if results:
         start = time.perf_counter()
         final = workload.final_evaluation()
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
@@ -290,6 +352,8 @@ def main():
         spec_dict = json.load(f)
     spec = spec_from_dict(spec_dict)
     backend = backend_of(spec)
+    if hasattr(backend, "configure"):
+        backend.configure(spec)
     try:
         device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)
         backend.check(spec, device_kind)

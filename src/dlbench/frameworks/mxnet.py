@@ -18,7 +18,7 @@ from dlbench.frameworks import FRAMEWORKS
 from dlbench.protocol import FrameworkError, Placement
 from dlbench.record import gpus
 
-STRATEGIES = ("single", *FRAMEWORKS["mxnet"])
+STRATEGIES = ("single", *FRAMEWORKS["mxnet"].strategies)
 
 
 def version():
@@ -139,7 +139,7 @@ def barrier(placement):
     """One process: nothing to wait for."""
 
 
-def sync(placement):
+def sync(placement, pending):
     import mxnet as mx
 
     mx.nd.waitall()  # the engine is asynchronous: the work is done when its queues are empty

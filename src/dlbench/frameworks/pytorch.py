@@ -82,7 +82,7 @@ def barrier(placement):
         dist.barrier()
 
 
-def sync(placement):
+def sync(placement, pending):
     if placement.device_kind == "gpu":
         torch.cuda.synchronize(device(placement))
     barrier(placement)

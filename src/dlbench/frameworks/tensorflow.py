@@ -160,7 +160,7 @@ def barrier(placement):
         placement.handles["worker_sum"](tf.constant(0.0, tf.float64))
 
 
-def sync(placement):
+def sync(placement, pending):
     if placement.device_kind == "gpu":
         tf.test.experimental.sync_devices()
     barrier(placement)
