@@ -1,7 +1,10 @@
+import os
+import subprocess
+
 import pytest
 
 from dlbench.envs import env_hash, read_env_file
-from conftest import REPO
+from conftest import REPO, venv_python
 
 ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
 
@@ -56,3 +59,29 @@ def test_variables_come_back_as_strings(tmp_path):
     path = write(tmp_path, "variables:\n  CC: cc -mavx2\n  N: 2\ndependencies:\n  - python=3.11\n"
                            "  - pip:\n      - numpy==2.4.6\n")
     assert read_env_file(path)[2] == {"CC": "cc -mavx2", "N": "2"}
+
+
+KERAS_ENGINES = {"keras-tensorflow": ("tensorflow", "tensorflow"), "keras-jax": ("jax", "jax"),
+                 "keras-torch": ("torch", "pytorch")}
+
+
+def test_keras_envs_share_the_pins_of_their_engines():
+    """Keras 3 on each backend: keras==3.15.1, the engine pinned as in the engine's own env,
+    the backend named by KERAS_BACKEND."""
+    pins = {p.stem: read_env_file(p)[1] for p in ENV_FILES}
+    for name, (backend, engine_env) in KERAS_ENGINES.items():
+        assert "keras==3.15.1" in pins[name]
+        engine_pins = [pin for pin in pins[engine_env] if pin.startswith(f"{backend}==") or pin.startswith("jaxlib==")]
+        assert engine_pins and set(engine_pins) <= set(pins[name]), name
+        assert read_env_file(REPO / "envs" / f"{name}.yaml")[2]["KERAS_BACKEND"] == backend
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", KERAS_ENGINES)
+def test_the_env_chooses_keras_backend(name):
+    """The venv's interpreter sets the env file's variables, as conda's activation does: no code
+    chooses Keras' backend."""
+    out = subprocess.run([venv_python(name), "-c", "import keras; print(keras.backend.backend())"],
+                         capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()
+                                                                           if k != "KERAS_BACKEND"})
+    assert out.stdout.split()[-1] == KERAS_ENGINES[name][0]
