@@ -1,0 +1,232 @@
+"""DenseNet-121 on ChestX-ray14 in JAX (Flax NNX, optax): one device, or data parallel over a
+mesh of N devices of one process ("sharding").
+
+The model is the project's DenseNet-BC (as workloads/chestxray/pytorch.py builds it: the same
+layers, torchvision's module names and initialisation), channels last, BatchNorm with
+PyTorch's epsilon 1e-5 and momentum 0.1 (Flax's momentum 0.9: the weight of the old running
+value). 14 logits, sigmoid + binary cross-entropy, Adam at the base learning rate times the
+device count. Input "real": the preprocessed images through grain (dlbench.frameworks.jax.Feed:
+PIL decode, the shared seed's crop and flip, normalise, in the consuming thread or in `workers`
+persistent worker processes); "synthetic": the task's random tensors (channels last) in host
+memory, gathered by index % pool in the consuming thread, no loader. Evaluation decodes the
+validation and test images through a grain loader with `workers` workers too (kept for the run:
+one round per evaluation). One jit-compiled step per batch (dlbench.frameworks.jax.Training).
+"""
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
+from dlbench.frameworks import jax as backend
+from dlbench.workloads.chestxray import ChestXray
+
+# --- the model: DenseNet-BC with torchvision's module names ----------------------------------------
+
+KAIMING_NORMAL = nnx.initializers.variance_scaling(2.0, "fan_in", "normal")  # nn.init.kaiming_normal_
+TORCH_LINEAR = nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform")  # nn.Linear's default weight
+
+
+def conv(in_features, out_features, kernel, rngs, stride=1, padding=0):
+    return nnx.Conv(in_features, out_features, (kernel, kernel), strides=stride, padding=padding, use_bias=False,
+                    kernel_init=KAIMING_NORMAL, rngs=rngs)
+
+
+def batch_norm(features, rngs):
+    return nnx.BatchNorm(features, momentum=0.9, epsilon=1e-5, rngs=rngs)
+
+
+class DenseLayer(nnx.Module):
+    """BN-ReLU-conv1x1 (bottleneck x growth channels), BN-ReLU-conv3x3 (growth channels)."""
+
+    def __init__(self, in_features, growth, bottleneck, rngs):
+        self.norm1 = batch_norm(in_features, rngs)
+        self.conv1 = conv(in_features, bottleneck * growth, 1, rngs)
+        self.norm2 = batch_norm(bottleneck * growth, rngs)
+        self.conv2 = conv(bottleneck * growth, growth, 3, rngs, padding=1)
+
+    def __call__(self, features):
+        bottleneck = self.conv1(nnx.relu(self.norm1(features)))
+        return self.conv2(nnx.relu(self.norm2(bottleneck)))
+
+
+class DenseBlock(nnx.Module):
+    def __init__(self, layers, in_features, growth, bottleneck, rngs):
+        self.names = tuple(f"denselayer{i + 1}" for i in range(layers))
+        for i, name in enumerate(self.names):
+            setattr(self, name, DenseLayer(in_features + i * growth, growth, bottleneck, rngs))
+
+    def __call__(self, x):
+        features = [x]
+        for name in self.names:
+            features.append(getattr(self, name)(jnp.concatenate(features, axis=-1)))
+        return jnp.concatenate(features, axis=-1)
+
+
+class Transition(nnx.Module):
+    """BN-ReLU-conv1x1 (compression) and 2x2 average pooling."""
+
+    def __init__(self, in_features, out_features, rngs):
+        self.norm = batch_norm(in_features, rngs)
+        self.conv = conv(in_features, out_features, 1, rngs)
+
+    def __call__(self, x):
+        return nnx.avg_pool(self.conv(nnx.relu(self.norm(x))), (2, 2), strides=(2, 2))
+
+
+class Features(nnx.Module):
+    """conv 7x7/2, BN, ReLU, max pool 3x3/2, dense blocks and transitions, final BN."""
+
+    def __init__(self, blocks, growth, bottleneck, compression, init_features, rngs):
+        self.conv0 = conv(3, init_features, 7, rngs, stride=2, padding=3)
+        self.norm0 = batch_norm(init_features, rngs)
+        names, features = [], init_features
+        for i, layers in enumerate(blocks):
+            setattr(self, f"denseblock{i + 1}", DenseBlock(layers, features, growth, bottleneck, rngs))
+            names.append(f"denseblock{i + 1}")
+            features += layers * growth
+            if i != len(blocks) - 1:
+                out_features = int(features * compression)
+                setattr(self, f"transition{i + 1}", Transition(features, out_features, rngs))
+                names.append(f"transition{i + 1}")
+                features = out_features
+        self.names, self.out_features = tuple(names), features
+        self.norm5 = batch_norm(features, rngs)
+
+    def __call__(self, x):
+        x = nnx.relu(self.norm0(self.conv0(x)))
+        x = nnx.max_pool(x, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))
+        for name in self.names:
+            x = getattr(self, name)(x)
+        return self.norm5(x)
+
+
+class DenseNet(nnx.Module):
+    """features, ReLU, global average pooling, a linear classifier of `classes` logits;
+    initialised as torchvision initialises it (Kaiming-normal convolutions, BN weight 1 and bias
+    0, linear bias 0, the linear weight as PyTorch's default)."""
+
+    def __init__(self, classes, blocks, growth, bottleneck, compression, init_features, rngs):
+        self.features = Features(blocks, growth, bottleneck, compression, init_features, rngs)
+        self.classifier = nnx.Linear(self.features.out_features, classes, kernel_init=TORCH_LINEAR, rngs=rngs)
+
+    def __call__(self, x):
+        return self.classifier(jnp.mean(nnx.relu(self.features(x)), axis=(1, 2)))
+
+
+def build_model(model, rngs):
+    """model: the spec's DenseNetModel (DenseNet-121: 6,968,206 parameters with 14 outputs)."""
+    return DenseNet(model.classes, model.blocks, model.growth, model.bottleneck, model.compression,
+                    model.init_features, rngs)
+
+
+def load_imagenet_weights(model, path):
+    """ImageNet weights as an .npz of torchvision's DenseNet-121 state dict (PyTorch's names
+    and layouts, as the parity test's weights): everything but the classifier, which keeps its
+    initialisation (14 outputs, not 1000)."""
+    with np.load(path) as arrays:
+        weights = {name: arrays[name] for name in arrays.files}
+    backend.torch_to_flax(model, weights, keep=("classifier.",))
+
+
+# --- data ------------------------------------------------------------------------------------------
+
+def to_nhwc(images):
+    return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
+
+
+class TrainBatch:
+    """A grain element loader: the index batch `position` of an epoch's order, each image decoded
+    with PIL, cropped and flipped as the shared seed draws for (epoch, index), normalised, channels
+    last; with its labels. Round r of the loader is epoch r + 1."""
+
+    def __init__(self, paths, labels, seed, crop):
+        self.paths, self.labels, self.seed, self.crop = paths, labels, seed, crop
+
+    def __call__(self, order, round_index, position):
+        epoch, indices = round_index + 1, order[position]
+        images = np.stack([train_transform(read_image(self.paths[i], "pillow"), sample_rng(self.seed, epoch, int(i)),
+                                           self.crop, channels_last=True) for i in indices])
+        return images, self.labels[indices]
+
+
+class EvalBatch:
+    """A grain element loader: batch `position` of a list of paths (payload), decoded with PIL,
+    centre-cropped, normalised (NCHW, as the task's evaluation passes inputs)."""
+
+    def __init__(self, batch, crop):
+        self.batch, self.crop = batch, crop
+
+    def __call__(self, paths, round_index, position):
+        chunk = paths[position * self.batch:(position + 1) * self.batch]
+        return np.stack([eval_transform(read_image(str(p), "pillow"), self.crop) for p in chunk])
+
+
+def sigmoid_cross_entropy(logits, labels):
+    """The mean over samples and findings."""
+    return optax.sigmoid_binary_cross_entropy(logits, labels).mean()
+
+
+class JaxChestXray(backend.ModelMethods, ChestXray):
+    def build_model(self):
+        self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
+        if self.spec.weights:
+            load_imagenet_weights(self.model, self.spec.weights)
+
+    def build_training(self):
+        adam = backend.make_adam(self.spec, self.learning_rate)
+        self.training = backend.Training(self.placement, self.model, adam, sigmoid_cross_entropy)
+        spec = self.spec
+        if spec.input == "synthetic":  # the loader's copy in host memory, as MNIST keeps its data
+            self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels
+            del self.synthetic_images, self.synthetic_labels
+        else:
+            batches = self.n_train // spec.global_batch
+            self.loader = backend.Feed(self.placement, [batches] * spec.epochs, spec.workers, "chestxray")
+            self.loader.start(TrainBatch(self.train_paths, self.train_labels, spec.seed, spec.data.crop))
+        if self.placement.rank == 0:
+            # One round per evaluation, in the order the task evaluates: valid after every epoch, then test.
+            valid, test = (self.eval_batches(len(self.eval_files[split][0])) for split in ("valid", "test"))
+            self.eval_loader = backend.Feed(self.placement, [valid] * spec.epochs + [test], spec.workers,
+                                            "chestxray-eval").start(self.eval_load())
+
+    def eval_batches(self, images):
+        return math.ceil(images / self.spec.batch)
+
+    def eval_load(self):
+        return EvalBatch(self.spec.batch, self.spec.data.crop)
+
+    def batches(self, epoch, order):
+        if self.spec.input == "real":
+            return (backend.place_batch(self.placement, batch) for batch in self.loader.round(order, epoch - 1))
+        return self._synthetic_batches(order)
+
+    def _synthetic_batches(self, order):
+        """The process's batches of the in-memory set, gathered by index (no loader)."""
+        for indices in order:
+            yield backend.place_batch(self.placement, (self.images[indices % len(self.images)], self.labels[indices]))
+
+    def train_step(self, batch):
+        return self.training(*batch)
+
+    def eval_inputs(self, paths):
+        """The images of `paths` decoded and centre-cropped by grain, as NCHW float32 batches:
+        the next round of the evaluation loader, or (an evaluation out of its plan) a loader of
+        its own."""
+        n, loader, own = self.eval_batches(len(paths)), getattr(self, "eval_loader", None), False
+        if loader is None or loader.rounds_left[:1] != [n]:
+            loader = backend.Feed(self.placement, [n], self.spec.workers, "chestxray-eval").start(self.eval_load())
+            own = True
+        try:
+            yield from loader.round(np.asarray([str(p) for p in paths]))
+        finally:
+            if own:
+                loader.close()
+
+    def to_model_layout(self, inputs):
+        return to_nhwc(inputs)
+
+
+WORKLOAD = JaxChestXray

@@ -1,0 +1,84 @@
+"""MNIST CNNs in JAX (Flax NNX, optax): one device, or data parallel over a mesh of N devices
+of one process ("sharding": each batch split along the batch axis, the state replicated).
+
+The training data lives in host memory (channels last, as Flax's convolutions take it); each
+batch is one vectorised numpy gather in the consuming thread, placed on the devices with the
+batch sharding (no loader threads or prefetch: it loads when the step asks for it). One
+jit-compiled step per batch (dlbench.frameworks.jax.Training).
+"""
+from functools import partial
+
+import numpy as np
+import optax
+from flax import nnx
+
+from dlbench.frameworks import jax as backend
+from dlbench.workloads.mnist import Mnist
+
+
+def flatten(x):
+    return x.reshape(x.shape[0], -1)
+
+
+def build_model(name, rngs):
+    """The models every framework builds; 402,442 and 4,104,202 parameters (channels last). The
+    layers of an nnx.Sequential, indexed as PyTorch's nn.Sequential (its '3.weight' is layers[3])."""
+    pool = partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2))
+
+    def conv(channels_in, channels_out):
+        return [nnx.Conv(channels_in, channels_out, (3, 3), padding=1, rngs=rngs), nnx.relu, pool]
+
+    if name == "small":
+        return nnx.Sequential(*conv(1, 32), flatten, nnx.Linear(32 * 14 * 14, 64, rngs=rngs), nnx.relu,
+                              nnx.Linear(64, 10, rngs=rngs))
+    if name == "large":
+        return nnx.Sequential(*conv(1, 128), *conv(128, 256), *conv(256, 512), flatten,
+                              nnx.Linear(512 * 3 * 3, 512, rngs=rngs), nnx.relu, nnx.Linear(512, 512, rngs=rngs),
+                              nnx.relu, nnx.Linear(512, 10, rngs=rngs))
+    raise ValueError(f"unknown model {name!r}")
+
+
+def to_nhwc(images):
+    return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
+
+
+def cross_entropy(logits, labels):
+    return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+
+class JaxMnist(backend.ModelMethods, Mnist):
+    def build_model(self):
+        self.model = build_model(self.spec.model.name, nnx.Rngs(self.spec.seed))
+
+    def build_training(self):
+        adam = backend.make_adam(self.spec, self.spec.optimizer.lr)
+        self.training = backend.Training(self.placement, self.model, adam, cross_entropy)
+        # The loader's copy in host memory; no NCHW copy is kept beside it.
+        self.images, self.labels = to_nhwc(self.train_images), self.train_labels.astype(np.int32)
+        del self.train_images, self.train_labels
+
+    def batches(self, epoch, order):
+        # One vectorised gather per batch, in the consuming thread, then onto the devices.
+        return (backend.place_batch(self.placement, (self.images[indices], self.labels[indices]))
+                for indices in order)
+
+    def train_step(self, batch):
+        return self.training(*batch)
+
+    def to_model_layout(self, inputs):
+        return to_nhwc(inputs)
+
+    def torch_weights(self, weights):
+        """The first linear layer's inputs reordered from PyTorch's C,H,W flattening to H,W,C."""
+        weights = dict(weights)
+        flat = next(i for i, layer in enumerate(self.model.layers) if layer is flatten)
+        first = next(i for i, layer in enumerate(self.model.layers) if isinstance(layer, nnx.Linear))
+        channels = self.model.layers[flat - 3].out_features  # the last conv, before ReLU and pool
+        kernel = weights[f"{first}.weight"]
+        side = round((kernel.shape[1] / channels) ** 0.5)
+        weights[f"{first}.weight"] = (kernel.reshape(-1, channels, side, side).transpose(0, 2, 3, 1)
+                                      .reshape(kernel.shape[0], -1))
+        return weights
+
+
+WORKLOAD = JaxMnist
