@@ -14,7 +14,7 @@ SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
 from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_hash
-from dlbench.frameworks import backend_module, workload_module
+from dlbench.frameworks import backend_modules, workload_module
 from dlbench.mnist import IDX_FILES
 from dlbench.provenance import code_files
 from dlbench.record import read_record, record_status
@@ -92,7 +92,7 @@ def script_inputs(name):
 def run_code(workload, framework):
     """The code a training run executes: the harness and protocol, the framework's backend,
     and the workload's module for the framework (with everything they import)."""
-    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", backend_module(framework),
+    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(framework),
                                     workload_module(workload, framework)])
 
 

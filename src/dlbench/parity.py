@@ -2,6 +2,8 @@
 
     python -m dlbench.parity SPEC_FILE --inputs X.npy --out Y.npy (--weights W.npz | --dump-weights W.npz)
 
+prints {"parameters": the model's trainable parameter count} as its last line.
+
 Runs in one framework's environment. The weights are PyTorch's state dict as numpy arrays
 (PyTorch's names and layouts are the reference); each framework's workload module converts
 them in load_weights (NCHW to NHWC kernels, LSTM gate layouts, one bias or two). With
@@ -44,6 +46,7 @@ def main():
         with np.load(args.weights) as arrays:
             workload.load_weights({name: arrays[name] for name in arrays.files})
     np.save(args.out, workload.predict(np.load(args.inputs)))
+    print(json.dumps({"parameters": workload.parameter_count()}))
 
 
 if __name__ == "__main__":

@@ -13,21 +13,28 @@ from dataclasses import dataclass
 class Framework:
     module: str             # the backend's and the workload modules' name
     strategies: tuple = ()  # its data-parallel strategies for more than one device (its own engines)
+    engine: str = None      # the framework whose backend places and syncs its devices (Keras' backends)
 
 
 FRAMEWORKS = {
     "pytorch": Framework("pytorch", ("ddp", "dp")),
     "tensorflow": Framework("tensorflow", ("mirrored", "multiworker")),
     "mxnet": Framework("mxnet", ("kvstore",)),
-    "keras-tensorflow": Framework("keras", ("mirrored",)),
-    "keras-jax": Framework("keras", ("data-parallel",)),
-    "keras-torch": Framework("keras", ("data-parallel",)),
+    "keras-tensorflow": Framework("keras", ("mirrored",), engine="tensorflow"),
+    "keras-jax": Framework("keras", ("data-parallel",), engine="jax"),
+    "keras-torch": Framework("keras", ("data-parallel",), engine="pytorch"),
     "jax": Framework("jax", ("sharding",)),
 }
 
 
 def backend_module(framework):
     return f"dlbench.frameworks.{FRAMEWORKS[framework].module}"
+
+
+def backend_modules(framework):
+    """The backend modules a framework's runs execute: its own, and its engine's."""
+    engine = FRAMEWORKS[framework].engine
+    return [backend_module(framework), *([backend_module(engine)] if engine else [])]
 
 
 def workload_module(workload, framework):
