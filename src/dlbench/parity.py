@@ -21,6 +21,8 @@ from dlbench.specs import spec_from_dict
 def model_for(spec):
     """The spec's workload in its framework, its model built on the CPU (no data, no optimizer)."""
     backend = backend_of(spec)
+    if hasattr(backend, "configure"):
+        backend.configure(spec)
     workload = workload_class(spec)(spec, backend.setup(spec, "cpu", 0), backend)
     workload.build_model()
     return workload

@@ -13,59 +13,18 @@ way each replica takes its shard of the process's batches
 is called from the harness's loop, as Keras' fit with steps_per_execution=1 (the old script
 traced a whole epoch into one graph; the shared protocol owns the loop).
 """
-import dataclasses
 import functools
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import layers
 
 from dlbench.chestxray import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
-from dlbench.specs import DENSENET121
 from dlbench.workloads.chestxray import ChestXray
-
-# --- model -----------------------------------------------------------------------------------------
-
-def build_model(classes, crop, weights=None):
-    """DenseNet-121 (BN-ReLU-conv, bias-free convs, average-pool transitions, final BN + ReLU +
-    global average pool; Keras' default initialisers) and a Dense head of `classes` logits:
-    6,968,206 trainable parameters with 14 classes. weights: None, or a Keras weights file of the
-    headless DenseNet-121 (densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5), which
-    loads everything but the head."""
-    if weights is not None and not Path(weights).is_file():
-        raise FileNotFoundError(f"weights file {weights} does not exist")
-    backbone = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
-                                              pooling="avg")
-    return keras.Model(backbone.input, layers.Dense(classes, name="findings")(backbone.output), name="densenet121")
-
-
-def check_model_spec(model):
-    """keras.applications builds DenseNet-121 only; any number of classes."""
-    if dataclasses.replace(model, classes=DENSENET121.classes) != DENSENET121:
-        raise ValueError(f"keras.applications builds DenseNet-121 only ({DENSENET121}); the spec asks for {model}")
-
-
-def keras_layer_name(module):
-    """torchvision's DenseNet module name -> the keras.applications layer name (and our head)."""
-    parts = module.split(".")
-    if parts == ["classifier"]:
-        return "findings"
-    stem = {"conv0": "conv1_conv", "norm0": "conv1_bn", "norm5": "bn"}
-    if len(parts) == 2 and parts[1] in stem:
-        return stem[parts[1]]
-    if len(parts) == 4 and parts[1].startswith("denseblock") and parts[2].startswith("denselayer"):
-        block, layer = int(parts[1][len("denseblock"):]) + 1, int(parts[2][len("denselayer"):])
-        part = {"norm1": "0_bn", "conv1": "1_conv", "norm2": "1_bn", "conv2": "2_conv"}[parts[3]]
-        return f"conv{block}_block{layer}_{part}"
-    if len(parts) == 3 and parts[1].startswith("transition"):
-        pool, part = int(parts[1][len("transition"):]) + 1, {"norm": "bn", "conv": "conv"}[parts[2]]
-        return f"pool{pool}_{part}"
-    raise ValueError(f"no Keras layer for the PyTorch module {module!r}")
-
+from dlbench.workloads.chestxray.keras import build_model, check_model_spec, load_weights  # the Keras model, shared
 
 # --- data ------------------------------------------------------------------------------------------
 
@@ -191,27 +150,7 @@ class TensorFlowChestXray(backend.StepMethods, ChestXray):
         return self.infer(np.ascontiguousarray(inputs.transpose(0, 2, 3, 1))).numpy()
 
     def load_weights(self, weights):
-        """torchvision's DenseNet state dict: conv OIHW -> HWIO, BN (weight, bias, running mean,
-        running variance) as Keras' (gamma, beta, moving mean, moving variance), the classifier
-        (out, in) -> (in, out). Keras' DenseNet BN epsilon is 1.001e-5, PyTorch's 1e-5."""
-        modules = {}
-        for name, value in weights.items():
-            module, _, kind = name.rpartition(".")
-            if kind != "num_batches_tracked":
-                modules.setdefault(module, {})[kind] = value
-        loaded = set()
-        for module, values in modules.items():
-            layer = self.model.get_layer(keras_layer_name(module))
-            if isinstance(layer, layers.BatchNormalization):
-                layer.set_weights([values["weight"], values["bias"], values["running_mean"], values["running_var"]])
-            elif isinstance(layer, layers.Conv2D):
-                layer.set_weights([values["weight"].transpose(2, 3, 1, 0)])
-            else:
-                layer.set_weights([values["weight"].T, values["bias"]])
-            loaded.add(layer.name)
-        missing = [layer.name for layer in self.model.layers if layer.weights and layer.name not in loaded]
-        if missing:
-            raise ValueError(f"no PyTorch weights for the Keras layers {missing[:5]} ({len(missing)} in all)")
+        load_weights(self.model, weights)
 
 
 WORKLOAD = TensorFlowChestXray

@@ -11,25 +11,10 @@ epoch into one graph; the shared protocol owns the loop).
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import layers
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.workloads.imdb import Imdb
-
-
-def build_model(vocabulary, embedding, hidden, maxlen, classes):
-    """Embedding -> LSTM (the last step's output) -> Dense logits. Keras' LSTM has one bias vector,
-    so it has 4 * hidden parameters fewer than PyTorch's and MXNet's (771,842 for 5000,128,128).
-
-    The LSTM keeps the defaults that let Keras run it as one cuDNN kernel on a GPU; the
-    sequences are padded in front, so the last step is the review's last token.
-    """
-    return keras.Sequential([
-        keras.Input((maxlen,), dtype="int32"),
-        layers.Embedding(vocabulary, embedding),
-        layers.LSTM(hidden),
-        layers.Dense(classes),
-    ])
+from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
 
 class TensorFlowImdb(backend.StepMethods, Imdb):
@@ -75,13 +60,7 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
         return self.infer(inputs.astype(np.int32)).numpy()
 
     def load_weights(self, weights):
-        """PyTorch's embedding, LSTM and classifier: the LSTM's kernels transposed (its gates
-        i, f, g, o are Keras' i, f, c, o), its two bias vectors summed into Keras' one."""
-        embedding, lstm, dense = self.model.layers
-        embedding.set_weights([weights["embedding.weight"]])
-        lstm.set_weights([weights["lstm.weight_ih_l0"].T, weights["lstm.weight_hh_l0"].T,
-                          weights["lstm.bias_ih_l0"] + weights["lstm.bias_hh_l0"]])
-        dense.set_weights([weights["classifier.weight"].T, weights["classifier.bias"]])
+        load_weights(self.model, weights)
 
 
 WORKLOAD = TensorFlowImdb

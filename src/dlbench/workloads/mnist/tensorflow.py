@@ -10,29 +10,10 @@ prefetch: it loads when the step asks for it. One tf.function step per batch
 import keras
 import numpy as np
 import tensorflow as tf
-from keras import layers
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.workloads.mnist import Mnist
-
-
-def build_model(name):
-    """The models every framework builds; 402,442 and 4,104,202 parameters (channels last)."""
-    def conv(filters):
-        return [layers.Conv2D(filters, 3, padding="same", activation="relu"), layers.MaxPooling2D(2)]
-
-    if name == "small":
-        body = [*conv(32), layers.Flatten(), layers.Dense(64, activation="relu")]
-    elif name == "large":
-        body = [*conv(128), *conv(256), *conv(512), layers.Flatten(),
-                layers.Dense(512, activation="relu"), layers.Dense(512, activation="relu")]
-    else:
-        raise ValueError(f"unknown model {name!r}")
-    return keras.Sequential([keras.Input((28, 28, 1)), *body, layers.Dense(10)])
-
-
-def to_nhwc(images):
-    return np.ascontiguousarray(images.transpose(0, 2, 3, 1))
+from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
 
 class TensorFlowMnist(backend.StepMethods, Mnist):
@@ -72,26 +53,7 @@ class TensorFlowMnist(backend.StepMethods, Mnist):
         return self.infer(to_nhwc(inputs)).numpy()
 
     def load_weights(self, weights):
-        """PyTorch's nn.Sequential state dict: conv OIHW -> HWIO, linear (out, in) -> (in, out);
-        the first linear layer's inputs reordered from PyTorch's C,H,W flattening to Keras' H,W,C."""
-        indices = sorted({int(name.split(".")[0]) for name in weights})
-        keras_layers = [layer for layer in self.model.layers if layer.weights]
-        if len(indices) != len(keras_layers):
-            raise ValueError(f"{len(indices)} PyTorch layers with weights, the Keras model has {len(keras_layers)}")
-        flatten = next(layer for layer in self.model.layers if isinstance(layer, layers.Flatten))
-        height, width, channels = flatten.input.shape[1:]
-        first_dense = True
-        for index, layer in zip(indices, keras_layers):
-            kernel, bias = weights[f"{index}.weight"], weights[f"{index}.bias"]
-            if isinstance(layer, layers.Conv2D):
-                kernel = kernel.transpose(2, 3, 1, 0)
-            elif first_dense:
-                kernel = (kernel.reshape(-1, channels, height, width).transpose(0, 2, 3, 1)
-                          .reshape(kernel.shape[0], -1).T)
-                first_dense = False
-            else:
-                kernel = kernel.T
-            layer.set_weights([kernel, bias])
+        load_weights(self.model, weights)
 
 
 WORKLOAD = TensorFlowMnist
