@@ -127,7 +127,7 @@ def barrier(placement):
     """One process: nothing to wait for."""
 
 
-def sync(placement, pending=None):
+def sync(placement, pending):
     """Wait for the device values of the epoch: `pending` (the sum of the step losses, which
     depends on every step through the state), else the last value a step handed to the backend
     (`hold`). All outputs of one XLA execution become ready together."""
@@ -157,32 +157,36 @@ def gpu_allocator_peak(placement):
 
 
 def describe(placement):
-    import flax
     import jaxlib
-    import optax
 
     devices = placement.handles["devices"]
     gpu = placement.device_kind == "gpu"
-    try:
-        from importlib.metadata import version as package_version
-        grain_version = package_version("grain")
-    except Exception:  # noqa: BLE001 - not installed
-        grain_version = None
     return {
         "device": {"kind": placement.device_kind, "count": len(devices),
                    "names": [d.device_kind for d in devices] if gpu else []},
         "threads": {"NPROC": os.environ.get("NPROC"), "jax_num_cpu_devices": jax.config.jax_num_cpu_devices,
                     "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "processes": 1,
                     "mesh": {BATCH_AXIS: len(devices)}},
-        "jaxlib": jaxlib.__version__, "flax": flax.__version__, "optax": optax.__version__, "grain": grain_version,
-        "backend_platform": devices[0].platform, "platform_version": devices[0].client.platform_version,
+        "jaxlib": jaxlib.__version__, "backend_platform": devices[0].platform,
+        "platform_version": devices[0].client.platform_version,
+        # the JAX libraries of this env (Keras' JAX env has none of them)
+        **{name: _installed(name) for name in ("flax", "optax", "grain")},
     }
+
+
+def _installed(distribution):
+    from importlib.metadata import PackageNotFoundError, version as package_version
+
+    try:
+        return package_version(distribution)
+    except PackageNotFoundError:
+        return None
 
 
 def teardown(placement):
     """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave
     them), after the last values are done and let go (a loader's batches live in shared memory)."""
-    sync(placement)
+    sync(placement, None)
     placement.handles["pending"] = None
     for feed in placement.handles["feeds"]:
         feed.close()

@@ -217,29 +217,13 @@ def gpu_allocator_peak(placement):
     return engine(placement.handles["keras_backend"]).gpu_allocator_peak(placement)
 
 
-def _describe_jax(placement):
-    """The JAX backend's devices and threads (its describe() also names Flax and optax, which
-    this env does not have)."""
-    import jax
-    import jaxlib
-
-    devices = placement.handles["devices"]
-    gpu = placement.device_kind == "gpu"
-    return {"device": {"kind": placement.device_kind, "count": len(devices),
-                       "names": [d.device_kind for d in devices] if gpu else []},
-            "threads": {"NPROC": os.environ.get("NPROC"), "jax_num_cpu_devices": jax.config.jax_num_cpu_devices,
-                        "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "processes": 1},
-            "jaxlib": jaxlib.__version__, "backend_platform": devices[0].platform}
-
-
 def describe(placement):
     import keras
 
     name = placement.handles["keras_backend"]
     module = engine(name)
-    described = _describe_jax(placement) if name == "jax" else module.describe(placement)
-    return {**described, "keras": keras.__version__, "keras_backend": name, "keras_backend_version": module.version(),
-            "strategy": placement.handles["keras_strategy"]}
+    return {**module.describe(placement), "keras": keras.__version__, "keras_backend": name,
+            "keras_backend_version": module.version(), "strategy": placement.handles["keras_strategy"]}
 
 
 def teardown(placement):

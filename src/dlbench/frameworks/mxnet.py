@@ -186,4 +186,4 @@ def teardown(placement):
             pool.join()
             loader._worker_pool = None
     placement.handles["loaders"].clear()
-    sync(placement)
+    sync(placement, None)
