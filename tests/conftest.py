@@ -49,3 +49,16 @@ def snakemake(*args, cwd=REPO, check=True):
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
+
+
+# The prepared data of the smoke preset that the framework tests' specs read.
+SMOKE_DATA = ("results/data/mnist/train-x1-images.npy", "results/data/imdb/train-sequences.npy",
+              "results/data/chestxray/264/pillow-simd-jpeg.csv")
+
+
+@pytest.fixture(scope="session")
+def smoke_data(workflow_copy):
+    """The session's workflow copy with the smoke preset's data prepared: where the framework
+    tests run their specs (relative paths under results/data)."""
+    snakemake(*SMOKE_DATA, "--cores", "2", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    return workflow_copy

@@ -14,6 +14,16 @@ from specs import smoke_spec
 pytestmark = pytest.mark.slow
 
 
+WORKDIR = REPO  # set to the workflow copy with the smoke data by `in_smoke_data`
+
+
+@pytest.fixture(autouse=True)
+def in_smoke_data(smoke_data):
+    global WORKDIR
+    WORKDIR = smoke_data
+
+
+
 def run_jax(code, tmp_path, helper="", **specs):
     """Run `code` (after PRELUDE and `helper`) in the jax environment with each spec written to
     SPECS[name] (a path); return what it prints as JSON on its last line."""
@@ -22,7 +32,7 @@ def run_jax(code, tmp_path, helper="", **specs):
         paths[name] = str(tmp_path / f"{name}.json")
         (tmp_path / f"{name}.json").write_text(spec_to_json(spec))
     script = f"import json\nSPECS = {paths!r}\n" + PRELUDE + helper + textwrap.dedent(code)
-    proc = subprocess.run([venv_python("jax"), "-c", script], cwd=REPO, capture_output=True, text=True, check=False)
+    proc = subprocess.run([venv_python("jax"), "-c", script], cwd=WORKDIR, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -22,6 +22,16 @@ from specs import smoke_spec
 
 pytestmark = pytest.mark.slow
 
+
+WORKDIR = REPO  # set to the workflow copy with the smoke data by `in_smoke_data`
+
+
+@pytest.fixture(autouse=True)
+def in_smoke_data(smoke_data):
+    global WORKDIR
+    WORKDIR = smoke_data
+
+
 SAMPLES, BATCH, EPOCHS = 64, 8, 3
 
 PROBE = """
@@ -125,7 +135,7 @@ def run_probe(framework, tmp_path, workers, devices=1, strategy="single"):
     (tmp_path / "spec.json").write_text(spec_to_json(spec))
     script = (f"SPEC = {str(tmp_path / 'spec.json')!r}\nLOG = {str(tmp_path / 'loads.jsonl')!r}\n"
               f"SAMPLES, WORKERS = {SAMPLES}, {workers}\n" + PROBE)
-    proc = subprocess.run([venv_python(framework), "-c", script], cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([venv_python(framework), "-c", script], cwd=WORKDIR, capture_output=True, text=True,
                           check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return spec, json.loads(proc.stdout.strip().splitlines()[-1])
@@ -205,7 +215,7 @@ def test_keras_tensorflow_mirrored_trains_on_the_protocol_order(workers, tmp_pat
 def test_keras_torch_has_no_data_parallel_strategy(tmp_path):
     spec = smoke_spec("mnist", "keras-torch", devices=2, strategy="data-parallel")
     proc = subprocess.run([venv_python("keras-torch"), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
-                           "--out", str(tmp_path / "record.json")], cwd=REPO, capture_output=True, text=True,
+                           "--out", str(tmp_path / "record.json")], cwd=WORKDIR, capture_output=True, text=True,
                           check=False)
     record = json.loads((tmp_path / "record.json").read_text())
     assert record["status"] == "not_applicable", proc.stderr[-2000:]
@@ -223,7 +233,7 @@ def test_an_env_whose_keras_backend_is_another_stops_naming_keras_backend(tmp_pa
         except Exception as err:
             print(type(err).__name__, err)
         """)
-    proc = subprocess.run([venv_python("keras-torch"), "-c", code], cwd=REPO, capture_output=True, text=True,
+    proc = subprocess.run([venv_python("keras-torch"), "-c", code], cwd=WORKDIR, capture_output=True, text=True,
                           check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("FrameworkError") and "KERAS_BACKEND='torch'" in proc.stdout
