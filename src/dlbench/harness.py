@@ -3,7 +3,7 @@
 Runs in the framework's environment: python -m dlbench.harness --spec JSON --out RECORD.
 The training (dlbench.protocol) runs in a child process with a timeout, so a crash, a hang
 past the timeout or a kill by the kernel still ends in a record with status 'failed' and
-the error; the epochs that finished before are kept. Memory and utilisation are sampled
+the error; the blocks that finished before are kept. Memory and utilisation are sampled
 here, over the child's whole process tree (loader workers included), the same way for
 every framework.
 

@@ -11,31 +11,34 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    before training, with a message naming it, rather than being compared on the CPU.
 2. Build, outside the clock: the workload module (`dlbench.workloads.<workload>.<framework>`)
    builds its model, optimizer, datasets, loaders and loader worker pools (`build`).
-3. Epochs. Each epoch's sample order comes from the seed and the epoch number alone
-   (`epoch_order`), the same in every framework; each process takes its contiguous slice
-   of every global batch (`Placement.local`). Then:
-   - `batches(epoch, order)` makes the epoch's iterable of device batches, outside the clock
-     (a dataset, a distributed dataset, a sampler set to the epoch);
-   - every process waits for the others (`backend.barrier`), and the clock starts
-     (`time.perf_counter`);
-   - the iteration over the batches starts inside the clock: loading is timed, as the
-     training loop of a user would see it; loader workers are already running (started in
-     `build`, kept across epochs) in every framework;
-   - one `train_step(batch)` per batch; it returns the loss on the device, which is summed
-     on the device: no host synchronisation per step;
-   - `backend.sync` waits for the device's queued work (or, in JAX, for the epoch's last
-     value) and for every process, then the clock stops. The loss is read after that, outside the clock.
-   - Evaluation, on the first process only, is timed apart (`eval_s`), with the model's
-     predictions as numpy (`predict`) scored by the workload's shared metric code; the
-     other processes wait, outside any clock.
-   - Around the clock, outside it, the first process reads what the machine did
-     (`dlbench.machine`): CPU time stolen from it, used by other processes, used by the run.
-   `EpochClock` is this step, written once: the protocol's own loop (`run_epochs`) drives it,
-   and so does a framework that owns its loop (Keras' model.fit), from its per-epoch hooks.
-4. The first epoch is warm-up (graph tracing, compilation, allocator growth, worker
-   start-up): it is recorded and reported apart from the steady epochs, the timed units
-   (at least `measurement.steady_units` of them; the statistics are over units and repeats).
-5. At the end, the workload's final evaluation (e.g. test AUC), also timed apart.
+3. The run's order: epochs of `epoch_order` back to back (each epoch's sample order comes
+   from the seed and the epoch number alone, the same in every framework), as many steps as
+   the run can take; each process takes its contiguous slice of every global batch
+   (`Placement.local`). `batches(order, epochs)` makes ONE iterable of device batches over
+   it, outside any clock; the iteration runs across every block of the run: no new iterator,
+   no evaluation, nothing else inside or between the timed units.
+4. Blocks of consecutive steps (`RunClock`, `Plan`), each timed the same way:
+   - every process waits for the others (`backend.barrier`), the clock starts
+     (`time.perf_counter`); the block's steps run, loading included; one `train_step(batch)`
+     per batch returns the loss on the device, summed there: no host synchronisation per
+     step; `backend.sync` waits for the device (and every process); the clock stops; the
+     loss is read after that. Around the clock, outside it, the first process reads what
+     the machine did (`dlbench.machine`: CPU stolen, other processes' CPU, the run's CPU and
+     minor page faults).
+   - First the convergence segments (`convergence.steps`, evaluated every
+     `convergence.eval_every` steps on the first process, timed apart: `eval_s`), from the
+     shared start: loss and metric by step, the first segment's time (compilation).
+   - Then the throughput units: calibration units, their length doubled (or scaled by the
+     last unit's time) from `measure.min_unit_steps` until a unit lasts `min_unit_seconds`
+     (as pyperf calibrates its loops; at most `max_unit_steps`); warm-up units of that length
+     until two consecutive ones agree within `warmup_tolerance` ("stable") or
+     `max_warmup_units` have run ("cap"); then `steady_units` steady units: the
+     measurement. Nothing but the clock's sync runs between them.
+   The learning rate of a step's epoch (`epoch_info`) is applied by `set_learning_rate` at
+   the step where it changes. `RunClock` is this step, written once: the protocol's own loop
+   (`run_blocks`) drives it, and so does a framework that owns its loop (Keras' model.fit,
+   one fit epoch per block), from its per-epoch hooks.
+5. At the end, the workload's final evaluation (e.g. test AUC), timed apart.
 
 The harness (`dlbench.harness`) runs all this in a child process with a timeout, samples
 memory and utilisation of the whole process tree (loader workers included, the same way for
@@ -51,7 +54,7 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
     setup(spec, device_kind, rank) -> Placement
     barrier(placement)                   every process of the run reaches this point
     sync(placement, pending)             the device's queued work is done, in every process;
-                                         pending: the epoch's last device value (the loss sum)
+                                         pending: the block's last device value (the loss sum)
     to_float(value) -> float             a device scalar on the host
     mean_over_processes(x, placement) -> float
     gpu_allocator_peak(placement) -> {measure: bytes} or {}   the allocator's own peak
@@ -60,6 +63,7 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
 """
 import importlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -99,6 +103,18 @@ def epoch_order(n_samples, global_batch, seed, epoch):
     if n_batches == 0:
         raise ValueError(f"{n_samples} samples make no batch of {global_batch}")
     return order[: n_batches * global_batch].reshape(n_batches, global_batch)
+
+
+def run_order(n_samples, global_batch, seed, steps):
+    """The run's index batches, epochs 1, 2, ... back to back, `steps` of them:
+    (order (steps, global_batch), the epoch of each step (steps,))."""
+    orders, epochs, total, epoch = [], [], 0, 0
+    while total < steps:
+        epoch += 1
+        orders.append(epoch_order(n_samples, global_batch, seed, epoch))
+        epochs.append(np.full(len(orders[-1]), epoch))
+        total += len(orders[-1])
+    return np.concatenate(orders)[:steps], np.concatenate(epochs)[:steps]
 
 
 def shard(batch, part, parts):
@@ -153,9 +169,12 @@ class Workload:
     The framework's part implements:
         build_model()              self.model, initialised from the seed
         build_training()           optimizer, loaders (and their worker pools), wrappers
-        batches(epoch, order)      an iterable of this process's device batches of `order`
-                                   (the process's index batches); iterated inside the clock
+        batches(order, epochs)     ONE iterable of this process's device batches of `order`
+                                   (the run's index batches, every epoch back to back) and
+                                   `epochs` (each step's epoch: augmentation draws from it);
+                                   made once, iterated across every block of the run
         train_step(batch)          one step; returns the loss on the device (None: no loss)
+        set_learning_rate(lr)      (where the task's epoch_info gives one) from the next step on
         predict(inputs)            numpy inputs -> numpy outputs, in inference mode
         parameter_count()          trainable parameters of self.model
         load_weights(weights)      {name: numpy array} in PyTorch's names and layouts, the
@@ -165,14 +184,15 @@ class Workload:
 
     A framework whose idiom is its own training loop (Keras' model.fit) implements instead of
     batches and train_step:
-        fit(clock)                 train spec.epochs epochs, calling the EpochClock's begin,
-                                   start and stop from the loop's per-epoch hooks
+        fit(clock)                 train every block of clock.upcoming(), one fit epoch per
+                                   block, calling the RunClock's start and stop from the
+                                   loop's per-epoch hooks
 
     The task's part implements:
         load_data()                the arrays or file lists; sets self.n_train
-        evaluate() -> {metric: value}          after every epoch (first process only)
-        and may implement epoch_info(epoch) (e.g. the learning rate of the epoch, which the
-        framework applies in batches()) and final_evaluation() (at the end).
+        evaluate() -> {metric: value}          after every convergence segment (first process)
+        and may implement epoch_info(epoch) (e.g. the learning rate of the epoch) and
+        final_evaluation() (at the end).
     """
 
     def __init__(self, spec, placement, backend):
@@ -195,22 +215,23 @@ class Workload:
 
 
 class Results:
-    """What the first process reports, flushed after every epoch so that a crash keeps the
-    epochs that finished."""
+    """What the first process reports, flushed after every block so that a crash keeps the
+    blocks that finished."""
 
     def __init__(self, path):
         self.path = path
-        self.data = {"status": "running", "epochs": []}
+        self.data = {"status": "running", "segments": [], "units": []}
 
     def update(self, **values):
         self.data.update(values)
         write_json(self.path, self.data)
 
-    def epoch(self, **values):
-        self.data["epochs"].append(values)
+    def block(self, kind, **values):
+        """A convergence segment or a throughput unit."""
+        self.data["segments" if kind == "segment" else "units"].append({"kind": kind, **values})
         write_json(self.path, self.data)
-        print(f"epoch {values['epoch']}: {values['wall_s']:.2f} s, loss {values['loss']}, {values['metric']}",
-              flush=True)
+        print(f"{kind} {values['index']}: {values['steps']} steps, {values['wall_s']:.3f} s, loss {values['loss']}"
+              + (f", {values['metric']}" if kind == "segment" else ""), flush=True)
 
 
 def workload_class(spec):
@@ -222,16 +243,94 @@ def backend_of(spec):
     return importlib.import_module(backend_module(spec.framework))
 
 
-class EpochClock:
-    """Step 3 of the protocol for one process: each epoch's order, the clock around it, and
-    what is recorded after it. The protocol's own loop (`run_process`) calls it; so does a
-    framework's own loop (a workload's `fit`, e.g. Keras' model.fit), from its per-epoch hooks:
+@dataclass(frozen=True)
+class Block:
+    kind: str    # segment (convergence, evaluated after), calibration, warmup or steady
+    steps: int
 
-        order = clock.begin(epoch)      before the epoch's first batch: its index batches
+
+class Plan:
+    """Which block of steps comes next: the measurement plan, pure (no clock, no framework).
+
+    Convergence segments of `convergence.eval_every` steps up to `convergence.steps`; then
+    calibration units from `measure.min_unit_steps` steps, each next one longer (twice as
+    long, or as long as the last one's time says a `min_unit_seconds` unit is, if more; at
+    most `max_unit_steps`) until one lasts `min_unit_seconds`; that length is the unit. That
+    unit is the first warm-up unit; warm-up units follow until two consecutive ones agree
+    within `warmup_tolerance` of the earlier ("stable"), or `max_warmup_units` have run
+    ("cap"). Then `steady_units` steady units, and the plan is done (None)."""
+
+    def __init__(self, measure, convergence):
+        self.measure = measure
+        self.segment_steps = ([convergence.eval_every] * (convergence.steps // convergence.eval_every)
+                              if convergence.steps else [])
+        if convergence.steps % (convergence.eval_every or 1):
+            self.segment_steps.append(convergence.steps % convergence.eval_every)
+        self.segments_done = self.steady_done = 0
+        self.unit_steps = measure.min_unit_steps
+        self.calibrated = False
+        self.warmup_walls = []   # the warm-up units at the calibrated length
+        self.warmup_end = None   # stable or cap
+
+    @staticmethod
+    def max_steps(measure, convergence):
+        """An upper bound of the steps a run takes (the length of its order)."""
+        calibration = 2 * measure.max_unit_steps  # the doubling's sum
+        return convergence.steps + calibration + (measure.max_warmup_units + measure.steady_units) * measure.max_unit_steps
+
+    def upcoming(self):
+        if self.segments_done < len(self.segment_steps):
+            return Block("segment", self.segment_steps[self.segments_done])
+        if not self.calibrated:
+            return Block("calibration", self.unit_steps)
+        if self.warmup_end is None:
+            return Block("warmup", self.unit_steps)
+        if self.steady_done < self.measure.steady_units:
+            return Block("steady", self.unit_steps)
+        return None
+
+    def done(self, wall_s):
+        """The upcoming block ran in wall_s seconds."""
+        m = self.measure
+        kind = self.upcoming().kind
+        if kind == "segment":
+            self.segments_done += 1
+        elif kind == "calibration":
+            if wall_s >= m.min_unit_seconds or self.unit_steps >= m.max_unit_steps:
+                self.calibrated = True
+                self._warmup(wall_s)
+            else:
+                wanted = math.ceil(self.unit_steps * m.min_unit_seconds / max(wall_s, 1e-9))
+                self.unit_steps = min(m.max_unit_steps, max(2 * self.unit_steps, wanted))
+        elif kind == "warmup":
+            self._warmup(wall_s)
+        else:
+            self.steady_done += 1
+
+    def _warmup(self, wall_s):
+        self.warmup_walls.append(wall_s)
+        walls = self.warmup_walls
+        if len(walls) >= 2 and abs(walls[-1] - walls[-2]) <= self.measure.warmup_tolerance * walls[-2]:
+            self.warmup_end = "stable"
+        elif len(walls) >= self.measure.max_warmup_units:
+            self.warmup_end = "cap"
+
+    def summary(self):
+        return {"unit_steps": self.unit_steps, "warmup_units": len(self.warmup_walls), "warmup_end": self.warmup_end}
+
+
+class RunClock:
+    """Step 4 of the protocol for one process: the run's order, the plan of its blocks, the
+    clock around each block and what is recorded after it. The protocol's own loop
+    (`run_blocks`) calls it; so does a framework's own loop (a workload's `fit`, e.g. Keras'
+    model.fit), from its per-epoch hooks:
+
+        clock.order, clock.epochs       the run's index batches for this process, each step's epoch
+        block = clock.upcoming()        the next block (kind, steps), None when the run is done
         clock.start()                   every process waits for the others; the clock starts
-        ... the epoch's batches and steps ...
+        ... block.steps steps ...
         clock.stop(steps, loss_sum, pending)   the device sync; the clock stops; evaluation
-                                        and the record, outside the clock
+                                        (after a convergence segment) and the record, outside it
     """
 
     def __init__(self, spec, placement, backend, workload, results):
@@ -239,20 +338,19 @@ class EpochClock:
         self.results = results  # None in the processes that do not report
         # The whole run's CPU: the trainer leads the process group of every rank and worker.
         self.meter = CpuMeter.of_group() if results else None
-        self.epochs_done = 0
-        self.epoch = self.order = self.info = self.started = self.cpu_before = None
+        self.plan = Plan(spec.measure, spec.convergence)
+        order, self.epochs = run_order(workload.n_train, spec.global_batch, spec.seed,
+                                       Plan.max_steps(spec.measure, spec.convergence))
+        self.order = placement.local(order)
+        self.steps_done = 0
+        self.started = self.cpu_before = None
 
-    def begin(self, epoch):
-        """The epoch's index batches for this process (the same order in every framework);
-        `info` holds the workload's epoch_info (e.g. the learning rate), which the framework
-        applies before the epoch's first step."""
-        if epoch != self.epochs_done + 1:
-            raise RuntimeError(f"{self.spec.framework} began epoch {epoch} after epoch {self.epochs_done}")
-        self.epoch = epoch
-        self.order = self.placement.local(epoch_order(self.workload.n_train, self.spec.global_batch, self.spec.seed,
-                                                      epoch))
-        self.info = self.workload.epoch_info(epoch)
-        return self.order
+    def upcoming(self):
+        return self.plan.upcoming()
+
+    def learning_rate(self, step):
+        """The learning rate of the run's step `step` (from the task's epoch_info), or None."""
+        return self.workload.epoch_info(int(self.epochs[step])).get("lr")
 
     def start(self):
         self.cpu_before = self.meter.read() if self.meter else None
@@ -260,40 +358,51 @@ class EpochClock:
         self.started = time.perf_counter()
 
     def stop(self, steps, loss_sum, pending=None):
-        """steps: the train steps the epoch ran; loss_sum: the sum of their losses on the device
-        (None: no loss); pending: the last device value of the epoch, for frameworks that can
+        """steps: the train steps the block ran; loss_sum: the sum of their losses on the device
+        (None: no loss); pending: the last device value of the block, for frameworks that can
         only wait on a value (JAX), else None (the loss sum is used)."""
         self.backend.sync(self.placement, loss_sum if pending is None else pending)
         wall_s = time.perf_counter() - self.started
         machine = self.meter.usage(self.cpu_before, self.meter.read()) if self.meter else None
-        if steps != len(self.order):
-            raise RuntimeError(f"{self.spec.framework} ran {steps} steps of an epoch of {len(self.order)} batches")
+        block = self.plan.upcoming()
+        if steps != block.steps:
+            raise RuntimeError(f"{self.spec.framework} ran {steps} steps of a {block.kind} block of {block.steps}")
         loss = None
         if loss_sum is not None:
             loss = self.backend.mean_over_processes(self.backend.to_float(loss_sum), self.placement) / steps
+        self.steps_done += steps
+        last = self.steps_done - 1
         if self.results:
-            eval_start = time.perf_counter()
-            metric = self.workload.evaluate()
-            self.results.epoch(epoch=self.epoch, wall_s=wall_s, samples=steps * self.spec.global_batch, steps=steps,
-                               loss=loss, metric=metric, eval_s=time.perf_counter() - eval_start, machine=machine,
-                               **self.info)
-        self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
-        self.epochs_done = self.epoch
+            values = dict(index=len(self.results.data["segments" if block.kind == "segment" else "units"]) + 1,
+                          steps=steps, step_end=self.steps_done, epoch=int(self.epochs[last]), wall_s=wall_s,
+                          samples=steps * self.spec.global_batch, loss=loss, machine=machine,
+                          lr=self.learning_rate(last))
+            if block.kind == "segment":
+                eval_start = time.perf_counter()
+                values["metric"] = self.workload.evaluate()
+                values["eval_s"] = time.perf_counter() - eval_start
+            self.results.block(block.kind, **values)
+        if block.kind == "segment":
+            self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
+        self.plan.done(wall_s)
 
 
-def run_epochs(workload, clock, epochs):
-    """The protocol's own loop: the workload's batches, one train_step each."""
-    for epoch in range(1, epochs + 1):
-        order = clock.begin(epoch)
-        batches = workload.batches(epoch, order)  # outside the clock
+def run_blocks(workload, clock):
+    """The protocol's own loop: one iterable of the workload's batches for the whole run, one
+    train_step each, in the clock's blocks."""
+    batches = iter(workload.batches(clock.order, clock.epochs))  # outside the clock
+    lr = None
+    while (block := clock.upcoming()) is not None:
         clock.start()
-        loss_sum, steps = None, 0
-        for batch in batches:
-            loss = workload.train_step(batch)
+        loss_sum = None
+        for step in range(clock.steps_done, clock.steps_done + block.steps):
+            if (step_lr := clock.learning_rate(step)) != lr:
+                workload.set_learning_rate(step_lr)
+                lr = step_lr
+            loss = workload.train_step(next(batches))
             if loss is not None:
                 loss_sum = loss if loss_sum is None else loss_sum + loss
-            steps += 1
-        clock.stop(steps, loss_sum)
+        clock.stop(block.steps, loss_sum)
 
 
 def run_process(rank, spec_dict, result_path, device_kind):
@@ -307,14 +416,15 @@ def run_process(rank, spec_dict, result_path, device_kind):
     if results:
         results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
                        **backend.describe(placement))
-    clock = EpochClock(spec, placement, backend, workload, results)
+    clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
     else:
-        run_epochs(workload, clock, spec.epochs)
-    if clock.epochs_done != spec.epochs:
-        raise RuntimeError(f"{spec.framework} clocked {clock.epochs_done} of {spec.epochs} epochs")
+        run_blocks(workload, clock)
+    if clock.upcoming() is not None:
+        raise RuntimeError(f"{spec.framework} stopped before the run's {clock.upcoming().kind} blocks were done")
     if results:
+        results.update(plan=clock.plan.summary())
         start = time.perf_counter()
         final = workload.final_evaluation()
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
@@ -360,7 +470,7 @@ def main():
         workload_class(spec).check(spec, device_kind)
         backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
     except NotApplicable as reason:
-        write_json(result_path, {"status": "not_applicable", "reason": str(reason), "epochs": []})
+        write_json(result_path, {"status": "not_applicable", "reason": str(reason)})
         print(f"not applicable: {reason}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -77,24 +77,26 @@ def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def summarise(epochs):
-    """The first epoch (warm-up) apart from the steady units (epochs 2..n): how many were
-    timed, their steps, their median time and the median of their throughputs."""
-    steady = epochs[1:]
-    rates = [e["samples"] / e["wall_s"] for e in steady]
+def summarise(segments, units):
+    """The steady units (the measurement) apart from calibration and warm-up: how many, their
+    steps, their median time, seconds per step and throughput; the first convergence segment
+    (compilation); the last loss and metric."""
+    steady = [u for u in units if u["kind"] == "steady"]
+    blocks = segments + units
     return {
-        "first_epoch_s": epochs[0]["wall_s"] if epochs else None,
+        "first_segment_s": segments[0]["wall_s"] if segments else None,
         "steady_units": len(steady),
-        "steady_steps": sum(e["steps"] for e in steady),
-        "steady_epoch_s": float(np.median([e["wall_s"] for e in steady])) if steady else None,
-        "samples_per_s": float(np.median(rates)) if rates else None,
-        "final_loss": epochs[-1]["loss"] if epochs else None,
-        "final_metric": epochs[-1].get("metric") if epochs else None,
+        "steady_steps": sum(u["steps"] for u in steady),
+        "steady_unit_s": float(np.median([u["wall_s"] for u in steady])) if steady else None,
+        "seconds_per_step": float(np.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None,
+        "samples_per_s": float(np.median([u["samples"] / u["wall_s"] for u in steady])) if steady else None,
+        "final_loss": blocks[-1]["loss"] if blocks else None,
+        "final_metric": segments[-1]["metric"] if segments else None,
     }
 
 
-# What a training process reports besides its epochs (dlbench.protocol.run_process).
-KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "parameters",
+# What a training process reports besides its blocks (dlbench.protocol.run_process).
+KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "framework_version", "device", "threads", "parameters",
                      "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
 
 
@@ -120,7 +122,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
     timeout); a run that did not end cleanly with status ok or not_applicable is failed,
     with the end of its error output.
     """
-    result = result or {"epochs": []}
+    result = {"segments": [], "units": [], **(result or {})}
     status = result.get("status")
     if code != 0 or status not in ("ok", "not_applicable"):
         reason = "timed out" if code is None else f"exit code {code}"
@@ -143,8 +145,10 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "device": result.get("device"),
         "threads": result.get("threads"),
         "parameters": result.get("parameters"),
-        "epochs": result["epochs"],
-        "summary": summarise(result["epochs"]),
+        "segments": result["segments"],
+        "units": result["units"],
+        "plan": result.get("plan"),
+        "summary": summarise(result["segments"], result["units"]),
         "final": result.get("final") or {},
         "final_eval_s": result.get("final_eval_s"),
         "memory": peak_memory(result, utilisation),

@@ -30,9 +30,28 @@ class Adam:
 
 @dataclass(frozen=True)
 class StepSchedule:
-    """The learning rate times `factor` every `every_epochs` epochs (IMDB, as the study)."""
+    """The learning rate times `factor` every `every_epochs` epochs of the run's order (IMDB, as the study)."""
     factor: float
     every_epochs: int
+
+
+@dataclass(frozen=True)
+class Measure:
+    """How a run's throughput is measured (dlbench.protocol.Plan): the same for every framework."""
+    min_unit_seconds: float   # a unit lasts at least this long ...
+    min_unit_steps: int       # ... and at least this many steps
+    max_unit_steps: int       # calibration stops here even if a unit is still short
+    warmup_tolerance: float   # warm-up ends when two consecutive units agree within this fraction ...
+    max_warmup_units: int     # ... or after this many warm-up units of the calibrated length
+    steady_units: int         # the measurement: units after the warm-up
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """Training from the shared start before the throughput units, evaluated every
+    `eval_every` steps: loss and metric by step, steps to the target (0 steps: none)."""
+    steps: int
+    eval_every: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +67,8 @@ class Run:
     strategy: str        # "single" on one device, else the framework's data-parallel engine
     batch: int           # per device; the global batch is batch x devices
     threads: int         # CPU threads of the whole run
-    epochs: int          # the first is warm-up, reported apart
+    measure: Measure
+    convergence: Convergence
     timeout_s: float
 
     @property

@@ -1,8 +1,8 @@
 """A workload's sweep grid from the config: one row per run, and each run's typed spec (pure)."""
 import itertools
 
-from dlbench.specs import (DENSENET121, Adam, ChestXrayData, ChestXrayLoaderSpec, ChestXraySpec, ImdbData, ImdbSpec,
-                           LstmModel, MnistData, MnistModel, MnistSpec, StepSchedule)
+from dlbench.specs import (DENSENET121, Adam, ChestXrayData, ChestXrayLoaderSpec, ChestXraySpec, Convergence, ImdbData,
+                           ImdbSpec, LstmModel, Measure, MnistData, MnistModel, MnistSpec, StepSchedule)
 
 # Column order is the order of the fields in a run id, e.g.
 # model~small_duplicate~1_batch~256_devices~2_strategy~ddp_repeat~1
@@ -79,14 +79,26 @@ IMDB_DATA = "results/data/imdb"
 CHESTXRAY_DATA = "results/data/chestxray"
 
 
-def _run(config, workload, row, columns, threads, **fixed):
+MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_tolerance", "max_warmup_units",
+                "steady_units")
+
+
+def _run(config, workload, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has, from the config, a grid row and the job's threads."""
     section = config[workload.split("-")[0]]
     fields = {"devices": 1, "strategy": SINGLE_DEVICE, **{k: row[k] for k in ("devices", "strategy") if k in row}}
     fields.update(fixed)
+    measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(workload=workload, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
-                seed=config["seed"], device=config["device"], threads=threads,
-                timeout_s=float(section["timeout_minutes"] * 60), **fields)
+                seed=config["seed"], device=config["device"], threads=threads, measure=measure,
+                convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60), **fields)
+
+
+def _convergence(section):
+    return Convergence(steps=section["convergence_steps"], eval_every=section["eval_every_steps"])
+
+
+MNIST_TRAIN_IMAGES = 60_000
 
 
 def mnist_spec(config, row, threads):
@@ -96,7 +108,10 @@ def mnist_spec(config, row, threads):
                      train_labels=f"{MNIST_DATA}/train-x{times}-labels.npy",
                      test_images=f"{MNIST_DATA}/test-images.npy", test_labels=f"{MNIST_DATA}/test-labels.npy",
                      train_limit=mnist["train_images"].get(model), test_limit=mnist["test_images"].get(model))
-    return MnistSpec(**_run(config, "mnist", row, MNIST_COLUMNS, threads, batch=row["batch"], epochs=mnist["epochs"]),
+    # The study's first and second epoch: convergence in epochs of this point's training set.
+    epoch_steps = (data.train_limit or MNIST_TRAIN_IMAGES * times) // (row["batch"] * row.get("devices", 1))
+    convergence = Convergence(steps=mnist["convergence_epochs"] * epoch_steps, eval_every=max(1, epoch_steps))
+    return MnistSpec(**_run(config, "mnist", row, MNIST_COLUMNS, threads, convergence, batch=row["batch"]),
                      model=MnistModel(model), duplicate=times, optimizer=Adam(**mnist["optimizer"]), data=data)
 
 
@@ -108,7 +123,7 @@ def imdb_spec(config, row, threads):
     imdb = config["imdb"]
     adam = {k: imdb["optimizer"][k] for k in ("lr", "beta1", "beta2", "eps")}
     return ImdbSpec(
-        **_run(config, "imdb", row, IMDB_COLUMNS, threads, batch=row["batch"], epochs=imdb["epochs"]),
+        **_run(config, "imdb", row, IMDB_COLUMNS, threads, _convergence(imdb), batch=row["batch"]),
         model=LstmModel(vocabulary=imdb["vocabulary"], embedding=imdb["embedding"], hidden=imdb["hidden"],
                         maxlen=imdb["maxlen"], classes=2),
         workers=row["workers"], grad=row["grad"], optimizer=Adam(**adam),
@@ -129,8 +144,8 @@ def chestxray_data(config):
 def chestxray_spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXraySpec(
-        **_run(config, "chestxray", row, CHESTXRAY_COLUMNS, threads, batch=chestxray["batch_size"],
-               epochs=chestxray["epochs"]),
+        **_run(config, "chestxray", row, CHESTXRAY_COLUMNS, threads, _convergence(chestxray),
+               batch=chestxray["batch_size"]),
         model=DENSENET121, input=row["input"], workers=chestxray["workers"],
         optimizer=Adam(**chestxray["optimizer"]), weights=chestxray["weights"][row["framework"]],
         data=chestxray_data(config))
@@ -139,6 +154,5 @@ def chestxray_spec(config, row, threads):
 def chestxray_loader_spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXrayLoaderSpec(
-        **_run(config, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch_size"],
-               epochs=1 + config["measurement"]["steady_units"]),
+        **_run(config, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch_size"]),
         workers=row["workers"], images=chestxray["benchmark_images"]["loader"], data=chestxray_data(config))

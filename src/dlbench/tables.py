@@ -62,6 +62,7 @@ def point_keys(records):
 def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
     spec, summary, memory = record["spec"], record["summary"], record["memory"]
+    plan = record["plan"] or {}
     device = record["device"] or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
@@ -74,11 +75,15 @@ def run_row(record):
         "error": _short_error(record["error"]),
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
-        "epochs": len(record["epochs"]),
+        "segments": len(record["segments"]),
+        "unit_steps": plan.get("unit_steps"),
+        "warmup_units": plan.get("warmup_units"),
+        "warmup_end": plan.get("warmup_end"),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
-        "first_epoch_s": summary["first_epoch_s"],
-        "steady_epoch_s": summary["steady_epoch_s"],
+        "first_segment_s": summary["first_segment_s"],
+        "steady_unit_s": summary["steady_unit_s"],
+        "seconds_per_step": summary["seconds_per_step"],
         "samples_per_s": summary["samples_per_s"],
         "final_loss": summary["final_loss"],
         **{f"final_{name}": value for name, value in final_metric.items()},
@@ -94,71 +99,76 @@ def run_row(record):
     }
 
 
-def time_to_target(epochs, metric, target):
-    """(training seconds, epochs) until `metric` first reaches `target`, evaluation time left
-    out, warm-up included (MLPerf's time to train); (None, None) if it never does."""
-    seconds = 0.0
-    for epoch in epochs:
-        seconds += epoch["wall_s"]
-        if epoch["metric"].get(metric, float("-inf")) >= target:
-            return seconds, epoch["epoch"]
+def time_to_target(record, metric, target):
+    """(seconds, steps) to `target`: the convergence steps until `metric` first reaches it, and
+    those steps times the run's steady seconds per step (time to accuracy as steps to accuracy,
+    the same from the same start in every framework, times time per step; compilation and
+    evaluation left out); (None, None) if it never does."""
+    for segment in record["segments"]:
+        if segment["metric"].get(metric, float("-inf")) >= target:
+            per_step = record["summary"]["seconds_per_step"]
+            return (None if per_step is None else segment["step_end"] * per_step), segment["step_end"]
     return None, None
 
 
-def unit_rows(record, min_unit_seconds):
-    """One row per timed unit (epoch) of a run: the first is warm-up, the others steady; with
-    what the machine did meanwhile and whether the unit was shorter than the minimum."""
-    base = {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
+def _base(record):
+    return {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
             **record["point"], "status": record["status"]}
+
+
+def _machine(block):
+    machine = block["machine"] or {}
+    return {key: machine.get(key) for key in ("steal_s", "other_cpu_s", "run_cpu_s", "minor_faults", "cpus")}
+
+
+def unit_rows(record, min_unit_seconds):
+    """One row per timed unit of a run (calibration, warm-up, steady); with what the machine
+    did meanwhile and whether a steady unit was shorter than the minimum."""
     rows = []
-    for index, epoch in enumerate(record["epochs"]):
-        machine = epoch["machine"] or {}
+    for unit in record["units"]:
+        steady = unit["kind"] == "steady"
         rows.append({
-            **base,
-            "unit": epoch["epoch"],
-            "warmup": index == 0,
-            "wall_s": epoch["wall_s"],
-            "samples": epoch["samples"],
-            "steps": epoch["steps"],
-            "samples_per_s": epoch["samples"] / epoch["wall_s"],
-            **{key: machine.get(key) for key in ("steal_s", "other_cpu_s", "run_cpu_s", "cpus")},
-            "below_minimum": index > 0 and epoch["wall_s"] < min_unit_seconds,
+            **_base(record),
+            "unit": unit["index"],
+            "kind": unit["kind"],
+            "warmup": not steady,
+            "wall_s": unit["wall_s"],
+            "samples": unit["samples"],
+            "steps": unit["steps"],
+            "samples_per_s": unit["samples"] / unit["wall_s"],
+            "loss": unit["loss"],
+            **_machine(unit),
+            "below_minimum": steady and unit["wall_s"] < min_unit_seconds,
         })
     return rows
 
 
 def units_table(records, min_unit_seconds):
-    columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "warmup", "wall_s",
-               "samples", "steps", "samples_per_s", "steal_s", "other_cpu_s", "run_cpu_s", "cpus", "below_minimum"]
+    columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "kind", "warmup", "wall_s",
+               "samples", "steps", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
+               "cpus", "below_minimum"]
     rows = [row for record in records for row in unit_rows(record, min_unit_seconds)]
     return pd.DataFrame(rows, columns=columns)
 
 
-def epoch_rows(record):
-    """One row per run and epoch; a run with no epoch still gets one row, with its status."""
-    base = {
-        "workload": record["workload"],
-        "framework": record["framework"],
-        "run_id": record["run_id"],
-        **record["point"],
-        "status": record["status"],
-    }
-    if not record["epochs"]:
-        return [{**base, "epoch": None}]
-    rows = []
-    for epoch in record["epochs"]:
-        rows.append({
-            **base,
-            "epoch": epoch["epoch"],
-            "wall_s": epoch["wall_s"],
-            "samples": epoch["samples"],
-            "samples_per_s": epoch["samples"] / epoch["wall_s"],
-            "loss": epoch["loss"],
-            **epoch["metric"],
-            "eval_s": epoch["eval_s"],
-            **({"lr": epoch["lr"]} if "lr" in epoch else {}),
-        })
-    return rows
+def segment_rows(record):
+    """One row per run and convergence segment (loss and metric by step); a run with no
+    segment still gets one row, with its status."""
+    if not record["segments"]:
+        return [{**_base(record), "segment": None}]
+    return [{
+        **_base(record),
+        "segment": segment["index"],
+        "step": segment["step_end"],
+        "epoch": segment["epoch"],
+        "wall_s": segment["wall_s"],
+        "samples": segment["samples"],
+        "samples_per_s": segment["samples"] / segment["wall_s"],
+        "loss": segment["loss"],
+        **segment["metric"],
+        "eval_s": segment["eval_s"],
+        "lr": segment.get("lr"),
+    } for segment in record["segments"]]
 
 
 def environment_rows(records):
@@ -208,21 +218,22 @@ def utilisation_rows(records):
 
 
 def tables(records, target=None):
-    """(runs, epochs) data frames of one workload's records; with target (metric, value), each
-    run's time and epochs to that target."""
+    """(runs, convergence) data frames of one workload's records; with target (metric, value),
+    each run's steps and time to that target."""
     runs = pd.DataFrame([run_row(r) for r in records])
     if target is not None:
-        reached = [time_to_target(r["epochs"], *target) for r in records]
+        reached = [time_to_target(r, *target) for r in records]
         runs["target"] = f"{target[0]} >= {target[1]:g}"
         runs["time_to_target_s"] = [seconds for seconds, _ in reached]
-        runs["epochs_to_target"] = pd.array([epochs for _, epochs in reached], dtype="Int64")
-        runs["target_reached"] = [seconds is not None for seconds, _ in reached]
+        runs["steps_to_target"] = pd.array([steps for _, steps in reached], dtype="Int64")
+        runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
-    integer_columns = ["epochs", "parameters", "peak_pss_bytes", "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit"]
+    integer_columns = ["segments", "unit_steps", "warmup_units", "parameters", "peak_pss_bytes", "peak_rss_bytes",
+                       "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
-    epochs = pd.DataFrame([row for r in records for row in epoch_rows(r)])
+    convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])
     order = ["framework", *point_keys(records)]
-    return runs.sort_values(order, ignore_index=True), epochs.sort_values(order + ["epoch"], ignore_index=True)
+    return runs.sort_values(order, ignore_index=True), convergence.sort_values(order + ["segment"], ignore_index=True)
 
 
 def unsuccessful(runs, invalid=()):

@@ -161,28 +161,28 @@ class EvalImages(Dataset):
         return torch.from_numpy(eval_transform(read_image(self.paths[index], "pillow"), self.crop))
 
 
-class EpochKeys(Sampler):
+class RunKeys(Sampler):
     """The training loader's batch sampler: the (epoch, index) keys of each index batch of the
-    epoch set last; empty until set_order."""
+    run's order (each step's epoch beside it); empty until set_order."""
 
     def __init__(self):
-        self.epoch, self.order = 0, np.empty((0, 0), dtype=np.int64)
+        self.order, self.epochs = np.empty((0, 0), dtype=np.int64), np.empty(0, dtype=np.int64)
 
-    def set_order(self, epoch, order):
-        self.epoch, self.order = epoch, order
+    def set_order(self, order, epochs):
+        self.order, self.epochs = order, epochs
 
     def __iter__(self):
-        for indices in self.order:
-            yield [(self.epoch, int(index)) for index in indices]
+        for indices, epoch in zip(self.order, self.epochs):
+            yield [(int(epoch), int(index)) for index in indices]
 
     def __len__(self):
         return len(self.order)
 
 
 def train_loader(paths, labels, spec, pin_memory):
-    """The real-input training DataLoader and its batch sampler (EpochKeys). Its spec.workers
-    workers start here, once, and are kept across epochs."""
-    sampler = EpochKeys()
+    """The real-input training DataLoader and its batch sampler (RunKeys). Its spec.workers
+    workers start here, once, and are kept for the whole run."""
+    sampler = RunKeys()
     loader = DataLoader(TrainImages(paths, labels, spec.seed, spec.data.crop), batch_sampler=sampler,
                         num_workers=spec.workers, pin_memory=pin_memory, persistent_workers=spec.workers > 0)
     if spec.workers > 0:
@@ -221,10 +221,10 @@ class PyTorchChestXray(backend.ModelMethods, ChestXray):
         else:
             self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec, gpu)
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         if self.spec.input == "synthetic":
             return on_device(self._synthetic_batches(order), self.device)
-        self.sampler.set_order(epoch, order)
+        self.sampler.set_order(order, epochs)
         return on_device(self.loader, self.device)
 
     def _synthetic_batches(self, order):

@@ -11,8 +11,8 @@ class PyTorchChestXrayLoader(ChestXrayLoader):
         self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec,
                                                  pin_memory=self.placement.device_kind == "gpu")
 
-    def batches(self, epoch, order):
-        self.sampler.set_order(epoch, order)
+    def batches(self, order, epochs):
+        self.sampler.set_order(order, epochs)
         return on_device(self.loader, self.device)
 
 

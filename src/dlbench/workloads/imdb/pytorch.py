@@ -3,7 +3,7 @@
 Loading: a DataLoader over the training tensors whose sampler yields index tensors
 (batch_size=None), so that each fetch, in a worker or in this process, is one vectorised
 gather of a whole batch (TensorDataset[indices]). Its workers are persistent and started in
-build_training; each epoch only sets the sampler's order.
+build_training; the run's order is set on the sampler once.
 """
 import torch
 from torch import nn
@@ -34,8 +34,8 @@ def build_model(model, sparse=False):
     return SentimentLSTM(model.vocabulary, model.embedding, model.hidden, model.classes, sparse)
 
 
-class EpochOrder(Sampler):
-    """The index batches of the epoch set last, as index tensors; empty until set_order."""
+class RunOrder(Sampler):
+    """The index batches of the run's order, as index tensors; empty until set_order."""
 
     def __init__(self):
         self.order = []
@@ -72,19 +72,21 @@ class PyTorchImdb(backend.ModelMethods, Imdb):
         self.loss_fn = nn.CrossEntropyLoss()
 
         workers = self.spec.workers
-        self.sampler = EpochOrder()
+        self.sampler = RunOrder()
         train_set = TensorDataset(torch.from_numpy(self.train_sequences), torch.from_numpy(self.train_labels))
         self.loader = DataLoader(train_set, sampler=self.sampler, batch_size=None, num_workers=workers,
                                  persistent_workers=workers > 0, pin_memory=self.placement.device_kind == "gpu")
         if workers > 0:
             iter(self.loader)  # starts the persistent workers now; the sampler is empty, so nothing loads
 
-    def batches(self, epoch, order):
-        for optimizer in self.optimizers:
-            for group in optimizer.param_groups:
-                group["lr"] = self.learning_rate(epoch)
+    def batches(self, order, epochs):
         self.sampler.set_order(order)
         return self._device_batches()
+
+    def set_learning_rate(self, lr):
+        for optimizer in self.optimizers:
+            for group in optimizer.param_groups:
+                group["lr"] = lr
 
     def _device_batches(self):
         for tokens, labels in self.loader:

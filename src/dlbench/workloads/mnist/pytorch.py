@@ -37,7 +37,7 @@ class PyTorchMnist(backend.ModelMethods, Mnist):
         self.loss_fn = nn.CrossEntropyLoss()
         self.train_set = TensorDataset(torch.from_numpy(self.train_images), torch.from_numpy(self.train_labels))
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         # A DataLoader over index batches: each batch is one vectorised gather (TensorDataset[index]).
         loader = DataLoader(self.train_set, sampler=[torch.from_numpy(b) for b in order], batch_size=None,
                             pin_memory=self.placement.device_kind == "gpu")
