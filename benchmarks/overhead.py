@@ -5,14 +5,17 @@
 
 Both run the same model, batch, threads and data in the same environment, one device, with
 no other training job running: the harness as the workflow runs it (python -m
-dlbench.harness: a child process, the shared protocol, evaluation after every epoch, timed
-apart), the bare loop as a tutorial would write it (benchmarks/<workload>/bare_<framework>.py).
-Each round runs both, in alternating order (ABBA), so that drift of the machine falls on
-both. Steady throughput is samples/s over the epochs after the first. Prints, per round,
+dlbench.harness: a child process, the shared protocol, its calibrated and warmed-up steady
+units, no convergence segments), the bare loop as a tutorial would write it
+(benchmarks/<workload>/bare_<framework>.py SPEC_FILE EPOCHS). Each round runs both, in
+alternating order (ABBA), so that drift of the machine falls on both. Steady throughput is the
+harness's median over its steady units, and the bare loop's samples/s over its epochs after
+the first. Prints, per round,
 harness / bare, then their median and range over the rounds; 1.0 means no overhead.
 Run it after the workflow has prepared the data of the config (snakemake --cores all).
 """
 import argparse
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from dlbench.config import load_config
 from dlbench.envs import env_hash
-from dlbench.specs import spec_to_json
+from dlbench.specs import Convergence, spec_to_json
 from dlbench.sweep import chestxray_spec, imdb_spec, mnist_spec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,7 +37,7 @@ POINTS = {
 }
 
 
-def steady_throughput(epochs):
+def bare_throughput(epochs):
     steady = epochs[1:]
     return sum(e["samples"] for e in steady) / sum(e["wall_s"] for e in steady)
 
@@ -46,15 +49,16 @@ def run_harness(python, spec_json, workdir):
     record = json.loads(out.read_text())
     if record["status"] != "ok":
         raise SystemExit(f"the harness run failed: {record['error']}")
-    return steady_throughput(record["epochs"])
+    return record["summary"]["samples_per_s"]
 
 
-def run_bare(python, spec_json, workload, framework, workdir):
+def run_bare(python, spec_json, workload, framework, epochs, workdir):
     spec_file = Path(workdir) / "spec.json"
     spec_file.write_text(spec_json)
-    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"bare_{framework}.py"), str(spec_file)],
+    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"bare_{framework}.py"), str(spec_file),
+                           str(epochs)],
                           check=True, cwd=REPO, capture_output=True, text=True)
-    return steady_throughput([json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")])
+    return bare_throughput([json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")])
 
 
 def main():
@@ -62,17 +66,16 @@ def main():
     parser.add_argument("--workload", required=True, choices=POINTS)
     parser.add_argument("--framework", required=True)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is warm-up")
+    parser.add_argument("--epochs", type=int, default=4, help="epochs of the bare loop; the first is warm-up")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--configfile", nargs="+", default=[REPO / "config.yaml"])
     parser.add_argument("--out", type=Path, help="append a CSV row per round here")
     args = parser.parse_args()
     config = load_config(*args.configfile)
-    config[args.workload]["epochs"] = args.epochs
     row, build = POINTS[args.workload]
     batch = {"mnist": config["mnist"]["batch_sizes"][0], "imdb": config["imdb"]["batch_sizes"][0]}
     row = {**row, "framework": args.framework, **({"batch": batch[args.workload]} if args.workload in batch else {})}
-    spec_json = spec_to_json(build(config, row, args.threads))
+    spec_json = spec_to_json(dataclasses.replace(build(config, row, args.threads), convergence=Convergence(0, 1)))
     venvs = Path(config["venv_prefix"] or "~/.cache/dlbench/venvs").expanduser()
     python = str(venvs / f"{args.framework}-{env_hash(REPO / 'envs' / f'{args.framework}.yaml')}" / "python")
     ratios = []
@@ -82,7 +85,7 @@ def main():
             rates = {}
             for kind in order:
                 rates[kind] = (run_harness(python, spec_json, workdir) if kind == "harness"
-                               else run_bare(python, spec_json, args.workload, args.framework, workdir))
+                               else run_bare(python, spec_json, args.workload, args.framework, args.epochs, workdir))
             ratios.append(rates["harness"] / rates["bare"])
             print(f"{args.workload} {args.framework} round {round_}: harness {rates['harness']:.1f}/s, "
                   f"bare {rates['bare']:.1f}/s, ratio {ratios[-1]:.3f}", flush=True)

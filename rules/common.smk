@@ -285,10 +285,10 @@ def chestxray_labels_source():
 
 # ---- targets -----------------------------------------------------------------------
 
-MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
-TABLES = ("runs", "epochs", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
+MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
+TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
 IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
-CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
+CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES, "chestxray": CHESTXRAY_FIGURES}
 WORKLOAD_TABLES = {
     "imdb": ["epoch-time-by-batch-and-workers"],

@@ -6,7 +6,7 @@
 rule aggregate:
     output:
         runs=report(update("results/tables/{workload}-runs.csv"), caption="../report/runs.rst", category="{workload}", subcategory="tables", labels={"table": "runs"}),
-        epochs=report(update("results/tables/{workload}-epochs.csv"), caption="../report/epochs.rst", category="{workload}", subcategory="tables", labels={"table": "epochs"}),
+        convergence=report(update("results/tables/{workload}-convergence.csv"), caption="../report/convergence.rst", category="{workload}", subcategory="tables", labels={"table": "convergence"}),
         units=report(update("results/tables/{workload}-units.csv"), caption="../report/units.rst", category="{workload}", subcategory="tables", labels={"table": "timed units"}),
         points=report(update("results/tables/{workload}-points.csv"), caption="../report/points.rst", category="{workload}", subcategory="tables", labels={"table": "statistics per point"}),
         ratios=report(update("results/tables/{workload}-ratios.csv"), caption="../report/ratios.rst", category="{workload}", subcategory="tables", labels={"table": "ratios with intervals"}),
@@ -35,7 +35,7 @@ rule aggregate:
         "../envs/report.yaml"
     shell:
         "{params.python:q} {input.script:q} {input.records:q}"
-        " --runs {output.runs:q} --epochs {output.epochs:q} --units {output.units:q} --points {output.points:q}"
+        " --runs {output.runs:q} --convergence {output.convergence:q} --units {output.units:q} --points {output.points:q}"
         " --ratios {output.ratios:q} --min-unit-seconds {params.min_unit_seconds} {params.statistics}"
         " {params.target} --frameworks {params.frameworks:q} --environment {output.environment:q}"
         " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
@@ -49,7 +49,8 @@ rule plot_mnist:
         },
     input:
         runs="results/tables/mnist-runs.csv",
-        epochs="results/tables/mnist-epochs.csv",
+        convergence="results/tables/mnist-convergence.csv",
+        units="results/tables/mnist-units.csv",
         points="results/tables/mnist-points.csv",
         ratios="results/tables/mnist-ratios.csv",
         **script_inputs("plot_mnist.py"),
@@ -62,7 +63,7 @@ rule plot_mnist:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python:q} {input.script:q} --runs {input.runs:q} --epochs {input.epochs:q}"
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
@@ -75,7 +76,8 @@ rule plot_imdb:
         table=report("results/tables/imdb-epoch-time-by-batch-and-workers.csv", caption="../report/imdb-epoch-time-table.rst", category="imdb", subcategory="tables", labels={"table": "mean epoch time by batch size and workers"}),
     input:
         runs="results/tables/imdb-runs.csv",
-        epochs="results/tables/imdb-epochs.csv",
+        convergence="results/tables/imdb-convergence.csv",
+        units="results/tables/imdb-units.csv",
         points="results/tables/imdb-points.csv",
         ratios="results/tables/imdb-ratios.csv",
         **script_inputs("plot_imdb.py"),
@@ -89,7 +91,7 @@ rule plot_imdb:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python:q} {input.script:q} --runs {input.runs:q} --epochs {input.epochs:q} --outdir {params.outdir:q}"
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q} --outdir {params.outdir:q}"
         " --points {input.points:q} --ratios {input.ratios:q}"
         " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
 
@@ -105,7 +107,8 @@ rule plot_chestxray:
         verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="../report/chestxray-loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
     input:
         runs="results/tables/chestxray-runs.csv",
-        epochs="results/tables/chestxray-epochs.csv",
+        convergence="results/tables/chestxray-convergence.csv",
+        units="results/tables/chestxray-units.csv",
         points="results/tables/chestxray-points.csv",
         utilisation="results/tables/chestxray-utilisation.csv",
         loader_points="results/tables/chestxray-loader-points.csv",
@@ -122,7 +125,7 @@ rule plot_chestxray:
     conda:
         "../envs/report.yaml"
     shell:
-        "{params.python:q} {input.script:q} --runs {input.runs} --epochs {input.epochs}"
+        "{params.python:q} {input.script:q} --runs {input.runs} --convergence {input.convergence:q} --units {input.units:q}"
         " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
         " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"

@@ -1,4 +1,4 @@
-"""Validate a set of run records and write its tidy tables (CSV): runs, epochs, timed units,
+"""Validate a set of run records and write its tidy tables (CSV): runs, convergence, timed units,
 per-point statistics, ratios with intervals, environment, unsuccessful runs, utilisation.
 
 A record that cannot be read or does not match the schema is reported by name, listed in
@@ -26,8 +26,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("records", nargs="+", type=Path)
     parser.add_argument("--runs", required=True, help="one row per run")
-    parser.add_argument("--epochs", required=True, help="one row per run and epoch")
-    parser.add_argument("--units", required=True, help="one row per timed unit (warm-up and steady)")
+    parser.add_argument("--convergence", required=True, help="one row per run and convergence segment")
+    parser.add_argument("--units", required=True, help="one row per timed unit (calibration, warm-up and steady)")
     parser.add_argument("--points", required=True, help="one row per point: median, IQR, interval, CV, flags")
     parser.add_argument("--ratios", required=True, help="throughput ratios between frameworks and settings")
     parser.add_argument("--environment", required=True)
@@ -39,7 +39,7 @@ def main():
     parser.add_argument("--cv-threshold", type=float, default=0.05)
     parser.add_argument("--seed", type=int, default=0, help="of the bootstrap")
     parser.add_argument("--target", nargs=2, metavar=("METRIC", "VALUE"),
-                        help="time to accuracy: training time until METRIC first reaches VALUE")
+                        help="time to accuracy: convergence steps until METRIC first reaches VALUE, times seconds per step")
     parser.add_argument("--frameworks", nargs="*", help="the configured order of the frameworks (ratio order)")
     args = parser.parse_args()
     invalid = []
@@ -48,12 +48,12 @@ def main():
         print(f"error: {error}", file=sys.stderr)
     target = (args.target[0], float(args.target[1])) if args.target else None
     if records:
-        runs, epochs = tables(records, target)
+        runs, convergence = tables(records, target)
     else:
-        runs, epochs = pd.DataFrame(columns=["status"]), pd.DataFrame()
+        runs, convergence = pd.DataFrame(columns=["status"]), pd.DataFrame()
     units = units_table(records, args.min_unit_seconds)
     statistics = dict(confidence=args.confidence, resamples=args.resamples, seed=args.seed)
-    frames = {args.runs: runs, args.epochs: epochs, args.units: units,
+    frames = {args.runs: runs, args.convergence: convergence, args.units: units,
               args.points: point_statistics(units, cv_threshold=args.cv_threshold, **statistics),
               args.ratios: ratios(units, frameworks=args.frameworks, cv_threshold=args.cv_threshold, **statistics),
               args.environment: environment_rows(records),

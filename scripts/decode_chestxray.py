@@ -27,7 +27,7 @@ from dlbench.chestxray import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, 
                                 benchmark_order, prepare_backend, read_image, read_manifest, sample_rng,
                                 summed_peak_rss, train_transform)
 from dlbench.machine import CpuMeter
-from dlbench.record import make_record, peak_rss_bytes, write_json
+from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
 
 PREFETCH = 2  # batches in flight per worker
 _SLOTS = None  # float32 [slots, batch, 3, 224, 224]: the batch buffers, shared with the forked workers
@@ -122,7 +122,7 @@ def main():
     pool = multiprocessing.get_context("fork").Pool(args.workers) if args.workers else None
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_run = time.perf_counter()
-    epochs, reports = [], []
+    units, reports = [], []
     try:
         for unit in range(1, args.units + 2):  # unit 1 is the warm-up
             batches = unit_batches(paths, args.images, args.batch_size, args.seed, unit, args.backend)
@@ -134,9 +134,7 @@ def main():
                 reports.append((pid, rss))
             wall_s = time.perf_counter() - t0
             machine = meter.usage(before, meter.read())
-            epochs.append({"epoch": unit, "wall_s": wall_s, "samples": samples, "steps": len(batches),
-                           "loss": None, "metric": {"images_per_s": samples / wall_s}, "eval_s": None,
-                           "machine": machine})  # nothing is trained
+            units.append(fixed_unit(unit, len(batches), samples, wall_s, machine))
             print(f"unit {unit}{' (warm-up)' if unit == 1 else ''}: {samples} images in {wall_s:.2f} s "
                   f"({samples / wall_s:.1f} images/s)")
     except DataError as err:
@@ -148,14 +146,15 @@ def main():
             "run_id": f"backend~{args.backend_name}_format~{args.format}_workers~{args.workers}_repeat~{args.repeat}",
             "backend": args.backend, "format": args.format, "workers": args.workers, "batch_size": args.batch_size,
             "prefetch": PREFETCH, "images": args.images, "source_images": len(paths), "units": args.units,
-            "epochs": args.units + 1, "seed": args.seed, "repeat": args.repeat, "device": "cpu",
+            "seed": args.seed, "repeat": args.repeat, "device": "cpu",
             "threads": max(1, args.workers), "timeout_s": 0}
     result = {
         "status": "ok",
         "framework_version": backend_version(args.backend),
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": max(1, args.workers), "workers": args.workers},
-        "epochs": epochs,
+        "units": units,
+        "plan": {"unit_steps": len(batches), "warmup_units": 1, "warmup_end": "cap"},
         "peak_rss_bytes": summed_peak_rss(reports),
     }
     args.record.parent.mkdir(parents=True, exist_ok=True)

@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, no_data, save
+from dlbench.plots import interval_plot, loss_curves, no_data, save
 
-FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation")
+FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 
 
 def read_ok(path):
@@ -16,12 +16,13 @@ def read_ok(path):
     return frame[frame["status"] == "ok"].copy()
 
 
-def train_minutes(epochs):
-    """Train + validation minutes of each run (every epoch, first included, as the study timed)."""
-    per_run = epochs.groupby(["framework", "run_id", "input", "devices", "strategy", "repeat"], as_index=False)
-    minutes = per_run.agg(train_s=("wall_s", "sum"), validation_s=("eval_s", "sum"))
-    minutes["minutes"] = (minutes["train_s"] + minutes["validation_s"]) / 60
-    return minutes
+def train_minutes(runs):
+    """Train + validation minutes of an epoch of each run, as the study timed them: the
+    training set at the steady seconds per step, plus one evaluation (the final one's time:
+    validation and test sets are evaluated the same way)."""
+    minutes = runs[["framework", "run_id", "input", "devices", "strategy", "repeat"]].copy()
+    minutes["minutes"] = (runs["epoch_s"] + runs["final_eval_s"].fillna(0)) / 60
+    return minutes.dropna(subset=["minutes"])
 
 
 def study_table(minutes):
@@ -72,7 +73,7 @@ def auc_table(training):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    for name in ("runs", "epochs", "points", "utilisation", "loader-points", "preprocess-points", "decode-points"):
+    for name in ("runs", "convergence", "units", "points", "utilisation", "loader-points", "preprocess-points", "decode-points"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--minutes-table", required=True)
@@ -83,12 +84,13 @@ def main():
     args.outdir.mkdir(parents=True, exist_ok=True)
     source = f"({args.image_source})"
     training = read_ok(args.runs)
-    epochs = read_ok(args.epochs)
     points, loaders, preprocess, decode = (pd.read_csv(p) for p in (args.points, args.loader_points,
                                                                      args.preprocess_points, args.decode_points))
     rates = loader_rates(loaders, decode)
 
-    minutes = train_minutes(epochs) if not epochs.empty else pd.DataFrame(
+    loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
+                f"DenseNet-121: training loss by step {source}")
+    minutes = train_minutes(training) if not training.empty else pd.DataFrame(
         columns=["framework", "input", "devices", "strategy", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
         pd.DataFrame(columns=["framework", "devices", "strategy"]).to_csv(args.minutes_table, index=False)

@@ -1,19 +1,21 @@
-"""The Borealis AI study's table and figures from the IMDB runs, epochs, points and ratios
-tables; throughput and the sparse speed-up as medians with their bootstrap intervals."""
+"""The Borealis AI study's table and figures from the IMDB runs, convergence, units, points
+and ratios tables; throughput and the sparse speed-up as medians with their bootstrap
+intervals; every framework's loss by step from the shared start."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, no_data, point_label, save
+from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save
 
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 
 
 def epoch_time_table(runs):
-    """The study's table: mean epoch time (first epoch left out) by batch size and workers."""
-    table = runs.pivot_table(index=["framework", "grad", "batch"], columns="workers", values="steady_epoch_s",
+    """The study's table: mean epoch time by batch size and workers (an epoch of the training
+    set at the steady seconds per step: warm-up and compilation left out)."""
+    table = runs.pivot_table(index=["framework", "grad", "batch"], columns="workers", values="epoch_s",
                              aggfunc="mean")
     table.columns = [f"workers {w} (s)" for w in table.columns]
     return table.reset_index()
@@ -26,7 +28,8 @@ def nearest(values, target):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", required=True)
-    parser.add_argument("--epochs", required=True)
+    parser.add_argument("--convergence", required=True)
+    parser.add_argument("--units", required=True)
     parser.add_argument("--points", required=True)
     parser.add_argument("--ratios", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
@@ -46,21 +49,20 @@ def main():
     points = pd.read_csv(args.points)
     interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "median", "ci_low", "ci_high",
                   args.outdir / "epoch-time.png", "IMDB LSTM: training throughput by batch size and loader workers",
-                  "reviews/s, steady epochs: median and bootstrap interval")
+                  "reviews/s, steady units: median and bootstrap interval")
 
-    epochs = pd.read_csv(args.epochs)
-    epochs = epochs[epochs["status"] == "ok"].copy()
-    batch = nearest(sorted(epochs["batch"].unique()), args.convergence_batch)
-    curves = epochs[(epochs["batch"] == batch) & (epochs["workers"] == epochs["workers"].min())].copy()
-    curves["run"] = curves["framework"] + "/" + curves["grad"]
-    grid = sns.relplot(data=curves, x="epoch", y="loss", hue="run", kind="line", marker="o", errorbar="sd",
-                       height=3.5, aspect=1.4)
-    grid.set(xticks=sorted(curves["epoch"].unique()), ylabel="training loss (epoch mean)")
-    save(grid, args.outdir / "convergence.png", f"IMDB LSTM: training loss per epoch at batch {batch}")
+    convergence, units = pd.read_csv(args.convergence), pd.read_csv(args.units)
+    batch = nearest(sorted(runs["batch"].unique()), args.convergence_batch)
+
+    def curves(frame):
+        return frame[(frame["batch"] == batch) & (frame["workers"] == runs["workers"].min()) & (frame["grad"] == "dense")]
+
+    loss_curves(curves(convergence), curves(units), args.outdir / "convergence.png",
+                f"IMDB LSTM: training loss by step at batch {batch}, dense gradients")
 
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", hue="batch", kind="bar", errorbar="sd",
                        palette="crest", height=3.5, aspect=1.4)
-    grid.set(xlabel="test accuracy after the last epoch", ylabel="", xlim=(0, 1))
+    grid.set(xlabel="test accuracy after the convergence steps", ylabel="", xlim=(0, 1))
     save(grid, args.outdir / "accuracy.png", "IMDB LSTM: test accuracy")
 
     ratios = pd.read_csv(args.ratios)

@@ -1,12 +1,14 @@
-"""The MNIST study's figures from the runs, epochs, points and ratios tables: throughput and
-scale-up as medians with their bootstrap intervals, flagged where a point is not steady."""
+"""The MNIST study's figures from the runs, convergence, units, points and ratios tables:
+throughput and scale-up as medians with their bootstrap intervals, flagged where a point is
+not steady; the first and second epoch (the first two convergence segments, an epoch each);
+every framework's loss by step."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, no_data, point_label, save
+from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save
 
 
 def label(frame):
@@ -17,7 +19,8 @@ def label(frame):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", required=True)
-    parser.add_argument("--epochs", required=True)
+    parser.add_argument("--convergence", required=True)
+    parser.add_argument("--units", required=True)
     parser.add_argument("--points", required=True)
     parser.add_argument("--ratios", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
@@ -25,7 +28,7 @@ def main():
     args.outdir.mkdir(parents=True, exist_ok=True)
     runs = pd.read_csv(args.runs)
     runs = runs[runs["status"] == "ok"].copy()
-    figures = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy")
+    figures = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
     if runs.empty:
         for name in figures:
             no_data(args.outdir / f"{name}.png", "no successful MNIST run")
@@ -37,10 +40,11 @@ def main():
                   "ci_low", "ci_high", args.outdir / "throughput.png", "MNIST training throughput",
                   "images/s, steady units: median and bootstrap interval")
 
-    epochs = pd.read_csv(args.epochs)
-    epochs = epochs[(epochs["status"] == "ok") & epochs["epoch"].isin([1, 2])].copy()
+    convergence = pd.read_csv(args.convergence)
+    loss_curves(convergence, pd.read_csv(args.units), args.outdir / "loss.png", "MNIST: training loss by step")
+    epochs = convergence[(convergence["status"] == "ok") & convergence["segment"].isin([1, 2])].copy()
     epochs["run"] = label(epochs) + " x" + epochs["devices"].astype(str) + " (" + epochs["duplicate"].map("data x{}".format) + ")"
-    epochs["epoch"] = epochs["epoch"].map({1: "first", 2: "second"})
+    epochs["epoch"] = epochs["segment"].map({1: "first", 2: "second"})
     grid = sns.catplot(data=epochs.sort_values(["framework", "devices"]), y="run", x="wall_s", hue="epoch",
                        col="model", col_order=models, kind="bar", errorbar="sd", sharex=False, sharey=False,
                        height=3.5, aspect=1.3)
@@ -57,7 +61,7 @@ def main():
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",
                        errorbar="sd", height=3.5, aspect=1.3)
-    grid.set(xlabel="test accuracy after the last epoch", ylabel="", xlim=(0, 1))
+    grid.set(xlabel="test accuracy after the convergence epochs", ylabel="", xlim=(0, 1))
     save(grid, args.outdir / "accuracy.png", "MNIST test accuracy")
 
 

@@ -25,7 +25,7 @@ from dlbench.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backe
                                 prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
 from dlbench.files import staged
 from dlbench.machine import CpuMeter
-from dlbench.record import make_record, peak_rss_bytes, write_json
+from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
 
 
 def _resize(item):
@@ -80,7 +80,7 @@ def bench(args):
     args.record.parent.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t_run = time.perf_counter()
-    epochs, reports, written = [], [], 0
+    units, reports, written = [], [], 0
     try:
         for unit in range(1, args.units + 2):  # unit 1 is the warm-up
             order = benchmark_order(len(sources), args.images, args.seed, unit)
@@ -94,9 +94,7 @@ def bench(args):
                 wall_s = time.perf_counter() - t0
                 machine = meter.usage(before, meter.read())
                 written += sum(item[1].stat().st_size for item in items)
-            epochs.append({"epoch": unit, "wall_s": wall_s, "samples": args.images, "steps": args.images,
-                           "loss": None, "metric": {"images_per_s": args.images / wall_s}, "eval_s": None,
-                           "machine": machine})  # nothing is trained; a step is one image
+            units.append(fixed_unit(unit, args.images, args.images, wall_s, machine))  # a step is one image
             print(f"unit {unit}{' (warm-up)' if unit == 1 else ''}: {args.images} images in {wall_s:.2f} s "
                   f"({args.images / wall_s:.1f} images/s)")
     finally:
@@ -105,17 +103,18 @@ def bench(args):
     spec = {"workload": "chestxray-preprocess", "framework": args.backend_name,
             "run_id": f"backend~{args.backend_name}_format~{args.format}_repeat~{args.repeat}",
             "backend": args.backend, "format": args.format, "size": args.size, "threads": args.threads,
-            "images": args.images, "source_images": len(sources), "units": args.units, "epochs": args.units + 1,
+            "images": args.images, "source_images": len(sources), "units": args.units,
             "seed": args.seed, "repeat": args.repeat, "device": "cpu", "timeout_s": 0}
     result = {
         "status": "ok",
         "framework_version": backend_version(args.backend),
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": args.threads},
-        "epochs": epochs,
+        "units": units,
+        "plan": {"unit_steps": args.images, "warmup_units": 1, "warmup_end": "cap"},
         "peak_rss_bytes": summed_peak_rss(reports),
         "resample": "BOX" if args.backend == "pillow" else "INTER_AREA",
-        "output_bytes_per_image": written / (args.images * len(epochs)),
+        "output_bytes_per_image": written / (args.images * len(units)),
     }
     point = {"backend": args.backend_name, "format": args.format, "repeat": args.repeat}
     write_json(args.record, make_record(spec, point, result, 0, [], started, time.perf_counter() - t_run))

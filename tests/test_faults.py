@@ -190,8 +190,8 @@ def test_a_bad_source_keeps_the_data_prepared_before(mnist_workflow, tmp_path):
 def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow, tmp_path):
     good = json.loads((mnist_workflow / SMALL).read_text())
     (tmp_path / "good.json").write_text(json.dumps(good))
-    (tmp_path / "bad.json").write_text('{"status": "ok", "epochs": [')
-    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "epochs", "units", "points", "ratios", "environment",
+    (tmp_path / "bad.json").write_text('{"status": "ok", "units": [')
+    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "convergence", "units", "points", "ratios", "environment",
                                                          "unsuccessful", "utilisation")}
     proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
                            str(tmp_path / "bad.json"), "--min-unit-seconds", "0",

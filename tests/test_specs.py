@@ -26,11 +26,11 @@ def test_one_name_per_meaning_in_every_workload():
     for workload in ("mnist", "imdb", "chestxray"):
         spec = spec_to_dict(smoke_spec(workload, "pytorch"))
         assert isinstance(spec["model"], dict) and isinstance(spec["data"], dict), workload
-        assert {"batch", "devices", "strategy", "threads", "epochs", "seed"} <= set(spec), workload
+        assert {"batch", "devices", "strategy", "threads", "measure", "convergence", "seed"} <= set(spec), workload
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda s: s.pop("epochs"), "spec: missing key(s) epochs"),
+    (lambda s: s.pop("measure"), "spec: missing key(s) measure"),
     (lambda s: s.update(epoch=3), "spec: unknown key(s) epoch"),
     (lambda s: s["model"].update(name=3), "spec.model.name: expected str"),
     (lambda s: s["optimizer"].pop("lr"), "spec.optimizer: missing key(s) lr"),

@@ -24,14 +24,23 @@ def record(spec, result, *args, **kwargs):
     return make_record(spec, spec_from_dict(spec).point(), result, *args, **kwargs)
 
 
-def result(*epoch_times):
+MACHINE = {"steal_s": 0.0, "other_cpu_s": 0.0, "run_cpu_s": 1.0, "minor_faults": 100, "cpus": 2}
+
+
+def result(*unit_times, segment_times=(3.0, 1.0, 2.0)):
+    """A run of 10-step convergence segments (test accuracy 0.5, 0.6, 0.7, ...) and 10-step
+    units, the first of them the warm-up, the others steady."""
+    segments = [{"kind": "segment", "index": i + 1, "steps": 10, "step_end": 10 * (i + 1), "epoch": 1, "wall_s": t,
+                 "samples": 600, "loss": 1.0 / (i + 1), "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1,
+                 "machine": MACHINE, "lr": None} for i, t in enumerate(segment_times)]
+    start = 10 * len(segments)
+    units = [{"kind": "warmup" if i == 0 else "steady", "index": i + 1, "steps": 10, "step_end": start + 10 * (i + 1),
+              "epoch": 2, "wall_s": t, "samples": 600, "loss": 0.2,
+              "machine": {**MACHINE, "other_cpu_s": 0.5 * i, "run_cpu_s": 2 * t}} for i, t in enumerate(unit_times)]
     return {
         "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
-        "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {},
-        "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "steps": 10, "loss": 1.0 / (i + 1),
-                    "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1,
-                    "machine": {"steal_s": 0.0, "other_cpu_s": 0.5 * i, "run_cpu_s": 2 * t, "cpus": 2}}
-                   for i, t in enumerate(epoch_times)],
+        "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {}, "train_samples": 1024,
+        "segments": segments, "units": units, "plan": {"unit_steps": 10, "warmup_units": 1, "warmup_end": "cap"},
     }
 
 
@@ -44,39 +53,42 @@ def write_records(tmp_path, *records):
     return paths
 
 
-def test_summary_reports_the_first_epoch_apart_from_the_steady_ones():
-    made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+def test_summary_reports_the_steady_units_apart_from_warm_up_and_convergence():
+    made = record(spec(), result(3.0, 1.0, 2.0, segment_times=(5.0, 1.0)), 0, [], "now", 7.0)
     assert made["status"] == "ok"
-    assert made["summary"]["first_epoch_s"] == 3.0
-    assert made["summary"]["steady_epoch_s"] == pytest.approx(1.5)  # the median of the steady units
+    assert made["summary"]["first_segment_s"] == 5.0
+    assert made["summary"]["steady_unit_s"] == pytest.approx(1.5)  # the median of the steady units
+    assert made["summary"]["seconds_per_step"] == pytest.approx(0.15)
     assert made["summary"]["samples_per_s"] == pytest.approx((600 + 300) / 2)  # median of their throughputs
     assert made["summary"]["steady_units"] == 2 and made["summary"]["steady_steps"] == 20
     assert made["point"] == point() and made["parameters"] == 402_442
 
 
-def test_a_crash_is_failed_with_the_error_and_keeps_finished_epochs():
+def test_a_crash_is_failed_with_the_error_and_keeps_finished_blocks():
     partial = result(2.0)
     partial["status"] = "running"
     made = record(spec(), partial, -9, ["Traceback", "MemoryError"], "now", 3.0)
     assert made["status"] == "failed"
     assert "exit code -9" in made["error"] and "MemoryError" in made["error"]
-    assert len(made["epochs"]) == 1
+    assert len(made["units"]) == 1 and len(made["segments"]) == 3
 
 
 def test_no_result_at_all_is_failed():
     made = record(spec(), None, 1, ["ImportError: no module named torch"], "now", 1.0)
-    assert made["status"] == "failed" and made["epochs"] == []
+    assert made["status"] == "failed" and made["units"] == [] and made["segments"] == []
 
 
-def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
-    ok = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
-    ok2 = record(spec(devices=2, strategy="ddp"), result(4.0, 2.0), 0, [], "now", 6.0)
+def test_tidy_tables_have_a_row_per_run_and_per_segment(tmp_path):
+    ok = record(spec(), result(3.0, 1.0, segment_times=(1.0, 1.0)), 0, [], "now", 5.0)
+    ok2 = record(spec(devices=2, strategy="ddp"), result(4.0, 2.0, segment_times=(1.0, 1.0)), 0, [], "now", 6.0)
     failed = record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)
     records = load_records(write_records(tmp_path, ok, ok2, failed))
-    runs, epochs = tables(records)
-    assert len(runs) == 3 and len(epochs) == 2 + 2 + 1
-    assert set(epochs.columns) >= {"framework", *MNIST_COLUMNS, "epoch", "wall_s", "samples_per_s", "loss",
-                                   "test_accuracy"}
+    runs, convergence = tables(records)
+    assert len(runs) == 3 and len(convergence) == 2 + 2 + 1
+    assert set(convergence.columns) >= {"framework", *MNIST_COLUMNS, "segment", "step", "wall_s", "samples_per_s",
+                                        "loss", "test_accuracy"}
+    # an epoch of the training set (1024 samples, global batch 64 x 2) at the steady seconds per step
+    assert runs.loc[runs["strategy"] == "ddp", "epoch_s"].item() == pytest.approx(8 * 0.2)
     failed_row = runs[runs["strategy"] == "dp"].iloc[0]
     assert failed_row["status"] == "failed" and "boom" in failed_row["error"]
     assert runs.loc[runs["strategy"] == "ddp", "samples_per_s"].item() == pytest.approx(300)
@@ -86,9 +98,9 @@ def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
 
 def test_an_invalid_record_is_named_with_the_field(tmp_path):
     made = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
-    made["epochs"][0]["wall_s"] = -1
+    made["units"][0]["wall_s"] = -1
     paths = write_records(tmp_path, made)
-    with pytest.raises(RecordError, match=r"0.json: invalid run record at epochs/0/wall_s"):
+    with pytest.raises(RecordError, match=r"0.json: invalid run record at units/0/wall_s"):
         load_records(paths)
 
 
@@ -124,19 +136,22 @@ def test_final_results_are_flattened_into_the_runs_table(tmp_path):
 def test_units_table_marks_the_warm_up_short_units_and_what_the_machine_did(tmp_path):
     records = load_records(write_records(tmp_path, record(spec(), result(3.0, 0.5, 2.0), 0, [], "now", 7.0)))
     units = units_table(records, min_unit_seconds=1.0)
+    assert units["kind"].tolist() == ["warmup", "steady", "steady"]
     assert units["warmup"].tolist() == [True, False, False]
+    assert units["step"].tolist() == [40, 50, 60] and units["minor_faults"].tolist() == [100, 100, 100]
     assert units["below_minimum"].tolist() == [False, True, False]  # the warm-up is never a steady unit
     assert units["other_cpu_s"].tolist() == [0.0, 0.5, 1.0] and units["cpus"].tolist() == [2, 2, 2]
     assert list(units.columns[:3]) == ["workload", "framework", "run_id"]
     assert units.columns[units.columns.get_loc("status") - 1] == "repeat"
 
 
-def test_time_to_accuracy_counts_training_time_until_the_target_or_says_not_reached(tmp_path):
-    epochs = result(3.0, 1.0, 2.0)["epochs"]  # accuracy 0.5, 0.6, 0.7; evaluation 0.1 s each, left out
-    assert time_to_target(epochs, "test_accuracy", 0.6) == (4.0, 2)
-    assert time_to_target(epochs, "test_accuracy", 0.95) == (None, None)
-    records = load_records(write_records(tmp_path, record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)))
+def test_time_to_accuracy_is_steps_to_the_target_times_steady_seconds_per_step(tmp_path):
+    # accuracy 0.5, 0.6, 0.7 after 10, 20, 30 steps; steady units of 10 steps in 1 and 2 s: 0.15 s a step
+    made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+    assert time_to_target(made, "test_accuracy", 0.6) == (pytest.approx(3.0), 20)
+    assert time_to_target(made, "test_accuracy", 0.95) == (None, None)
+    records = load_records(write_records(tmp_path, made))
     runs, _ = tables(records, ("test_accuracy", 0.65))
-    assert runs.loc[0, "time_to_target_s"] == 6.0 and runs.loc[0, "epochs_to_target"] == 3
+    assert runs.loc[0, "time_to_target_s"] == pytest.approx(4.5) and runs.loc[0, "steps_to_target"] == 30
     runs, _ = tables(records, ("test_accuracy", 0.99))
     assert not runs.loc[0, "target_reached"] and pd.isna(runs.loc[0, "time_to_target_s"])

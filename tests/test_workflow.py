@@ -7,6 +7,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -106,28 +107,35 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
             assert run["status"] == "not_applicable" and run["error"], run["run_id"]
             continue
         assert run["status"] == "ok", run["error"]
-        assert len(run["epochs"]) == 2  # the smoke preset: 1 warm-up + 1 steady unit
+        # the smoke preset: one calibration unit (the warm-up, capped at 1) and one steady unit
+        assert [u["kind"] for u in run["units"]] == ["calibration", "steady"]
+        assert run["plan"] == {"unit_steps": 2, "warmup_units": 1, "warmup_end": "cap"}
         assert run["summary"]["steady_units"] == 1
-        assert run["summary"]["steady_steps"] == run["epochs"][1]["steps"] > 0
+        assert run["summary"]["steady_steps"] == run["units"][1]["steps"] == 2
         assert run["summary"]["samples_per_s"] > 0
-        for epoch in run["epochs"]:  # what the machine did while each unit ran
-            assert epoch["machine"]["cpus"] >= 1 and epoch["machine"]["run_cpu_s"] > 0
-            assert epoch["machine"]["steal_s"] >= 0 and epoch["machine"]["other_cpu_s"] >= 0
+        blocks = run["segments"] + run["units"]
+        # one data iterator over the run: the blocks' steps follow one another
+        assert [b["step_end"] for b in blocks] == list(np.cumsum([b["steps"] for b in blocks]))
+        for block in blocks:  # what the machine did while each block ran
+            assert block["machine"]["cpus"] >= 1 and block["machine"]["run_cpu_s"] > 0
+            assert block["machine"]["steal_s"] >= 0 and block["machine"]["other_cpu_s"] >= 0
+            assert block["machine"]["minor_faults"] >= 0
         assert run["environment"]["packages"][DISTRIBUTIONS[framework]] in run["environment"]["framework_version"]
         assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_pss_bytes"] > 0
         assert run["utilisation"]["t_s"], "the harness samples utilisation"
         if workload == "chestxray-loader":
-            assert run["parameters"] is None and run["epochs"][0]["loss"] is None
+            assert run["parameters"] is None and run["units"][0]["loss"] is None and run["segments"] == []
             continue
-        losses = [epoch["loss"] for epoch in run["epochs"]]
-        assert losses[1] < losses[0], (run["run_id"], losses)
+        assert [s["metric"] for s in run["segments"]] and all(s["eval_s"] > 0 for s in run["segments"])
+        losses = [block["loss"] for block in blocks]
+        assert losses[-1] < losses[0], (run["run_id"], losses)
         if workload == "mnist":
             assert run["parameters"] == PARAMETERS["mnist", run["point"]["model"]]
         elif workload == "imdb":
             assert run["parameters"] == IMDB_PARAMETERS[framework]
-            assert [e["lr"] for e in run["epochs"]] == [run["spec"]["optimizer"]["lr"]] * 2
+            assert [b["lr"] for b in blocks] == [run["spec"]["optimizer"]["lr"]] * len(blocks)
         else:
             assert run["parameters"] == PARAMETERS["densenet121"]
             assert set(run["final"]["test_auc"]["per_finding"]) == set(FINDINGS)
@@ -146,7 +154,7 @@ def test_the_chestxray_benchmarks_without_a_framework_are_recorded(smoke_run):
 @pytest.mark.slow
 def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     html = (smoke_run / "results" / "report.html").read_text()
-    for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence",
+    for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence", "loss",
                    "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation"):
         assert f"{figure}.png" in html
     assert "SYNTHETIC images" in html  # the smoke run has no NIH images, and the report says so
@@ -154,11 +162,12 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     for workload in WORKLOADS:
         runs = pd.read_csv(tables / f"{workload}-runs.csv")
         expected = RUNS[workload]
-        epochs = pd.read_csv(tables / f"{workload}-epochs.csv")
+        convergence = pd.read_csv(tables / f"{workload}-convergence.csv")
         unsuccessful = pd.read_csv(tables / f"{workload}-unsuccessful-runs.csv")
         assert len(runs) == expected
-        ran = len(runs) - len(unsuccessful)
-        assert len(epochs) == ran * 2 + len(unsuccessful)  # a run with no epoch keeps one row
+        ran = runs.query("status == 'ok'")
+        # a row per segment; a run with no segment keeps one row
+        assert len(convergence) == ran["segments"].sum() + len(unsuccessful)
         assert set(unsuccessful["status"]) <= {"not_applicable"}
         assert runs.loc[runs["status"] == "ok", "parameters"].gt(0).all()
     # sparse gradients in every framework but PyTorch, at 2 worker counts
@@ -225,7 +234,7 @@ def test_nothing_changed_reruns_nothing(finished):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("setting, workloads", [
-    ("mnist:\n  epochs: 3\n", ["mnist"]),
+    ("mnist:\n  convergence_epochs: 2\n", ["mnist"]),
     ("imdb:\n  hidden: 64\n", ["imdb"]),
     ("chestxray:\n  batch_size: 4\n", ["chestxray", "chestxray-loader"]),
     ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"]),
@@ -339,7 +348,7 @@ def test_a_crashing_run_is_recorded_as_failed_with_its_error(smoke_run, tmp_path
                    check=True, capture_output=True, cwd=smoke_run)
     [record] = load_records([out])
     assert record["status"] == "failed"
-    assert "missing-images.npy" in record["error"] and record["epochs"] == []
+    assert "missing-images.npy" in record["error"] and record["units"] == [] and record["segments"] == []
 
 
 @pytest.mark.slow

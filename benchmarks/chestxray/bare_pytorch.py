@@ -7,7 +7,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (torch's RNG here), data parallelism, validation after every
 epoch and the final test evaluation, the loss read.
 
-    python benchmarks/chestxray/bare_pytorch.py SPEC_FILE
+    python benchmarks/chestxray/bare_pytorch.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -24,6 +24,7 @@ from dlbench.workloads.chestxray.pytorch import build_model
 def main():
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     torch.set_num_threads(spec.threads)
     torch.manual_seed(spec.seed)
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
@@ -42,7 +43,7 @@ def main():
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
 
     model.train()
-    for epoch in range(1, spec.epochs + 1):
+    for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         order = torch.randperm(n_train)
         for i in range(n_batches):

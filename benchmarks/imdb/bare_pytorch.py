@@ -6,7 +6,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order (torch.randperm here), the DataLoader and its workers (batches are sliced here in the
 training process), evaluation after every epoch, the loss read.
 
-    python benchmarks/imdb/bare_pytorch.py SPEC_FILE
+    python benchmarks/imdb/bare_pytorch.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -23,6 +23,7 @@ from dlbench.workloads.imdb.pytorch import build_model
 def main():
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     torch.set_num_threads(spec.threads)
     torch.manual_seed(spec.seed)
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
@@ -46,7 +47,7 @@ def main():
     n_batches = len(sequences) // spec.batch  # the last partial batch is dropped, as in the harness
 
     model.train()
-    for epoch in range(1, spec.epochs + 1):
+    for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         order = torch.randperm(len(sequences))
         for i in range(n_batches):

@@ -4,7 +4,7 @@ threads, optimizer and epochs on one device, the training arrays in memory.
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order (torch.randperm here), data parallelism, evaluation after every epoch, the loss read.
 
-    python benchmarks/mnist/bare_pytorch.py SPEC_FILE
+    python benchmarks/mnist/bare_pytorch.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -21,6 +21,7 @@ from dlbench.workloads.mnist.pytorch import build_model
 def main():
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     torch.set_num_threads(spec.threads)
     torch.manual_seed(spec.seed)
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
@@ -36,7 +37,7 @@ def main():
     n_batches = len(images) // spec.batch  # the last partial batch is dropped, as in the harness
 
     model.train()
-    for epoch in range(1, spec.epochs + 1):
+    for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         order = torch.randperm(len(images))
         for i in range(n_batches):

@@ -57,3 +57,20 @@ def point_label(frame, columns):
     varying = [c for c in columns if c in frame and frame[c].nunique() > 1]
     return pd.Series([" ".join([str(row["framework"])] + [f"{c}={row[c]}" for c in varying])
                       for _, row in frame.iterrows()], index=frame.index, dtype=str)
+
+
+def loss_curves(convergence, units, path, title):
+    """Every framework's training loss by step on one axis: the convergence segments (from the
+    shared start) and the timed units after them, each block's mean loss at its last step;
+    repeats drawn as a band. Blocks without a loss (loader benchmarks) are left out."""
+    columns = ["framework", "run_id", "step", "loss"]
+    blocks = pd.concat([frame[frame["status"] == "ok"].reindex(columns=columns)
+                        for frame in (convergence, units) if not frame.empty], ignore_index=True)
+    blocks = blocks.dropna(subset=["step", "loss"])
+    if blocks.empty:
+        no_data(path, f"no training loss: {title}")
+        return
+    grid = sns.relplot(data=blocks, x="step", y="loss", hue="framework", kind="line", marker="o", errorbar=("pi", 100),
+                       height=3.5, aspect=1.6)
+    grid.set(xlabel="training step (from the shared start)", ylabel="training loss (block mean)")
+    save(grid, path, title)

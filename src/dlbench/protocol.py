@@ -415,7 +415,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
     workload.build()
     if results:
         results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
-                       **backend.describe(placement))
+                       train_samples=workload.n_train, **backend.describe(placement))
     clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks

@@ -95,8 +95,15 @@ def summarise(segments, units):
     }
 
 
+def fixed_unit(index, steps, samples, wall_s, machine):
+    """A unit of a benchmark with its own loop (decoding, preprocessing): a fixed number of
+    items per unit, the first one the warm-up (nothing is trained)."""
+    return {"kind": "warmup" if index == 1 else "steady", "index": index, "steps": steps, "step_end": index * steps,
+            "epoch": index, "wall_s": wall_s, "samples": samples, "loss": None, "machine": machine}
+
+
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
-KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "framework_version", "device", "threads", "parameters",
+KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "framework_version", "device", "threads", "parameters",
                      "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
 
 
@@ -145,6 +152,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "device": result.get("device"),
         "threads": result.get("threads"),
         "parameters": result.get("parameters"),
+        "train_samples": result.get("train_samples"),
         "segments": result["segments"],
         "units": result["units"],
         "plan": result.get("plan"),

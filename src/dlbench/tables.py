@@ -63,6 +63,9 @@ def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
     spec, summary, memory = record["spec"], record["summary"], record["memory"]
     plan = record["plan"] or {}
+    # an epoch of the run's training set, timed at its steady seconds per step
+    samples, global_batch = record.get("train_samples"), spec.get("batch", 0) * spec.get("devices", 1)
+    epoch_steps = samples // global_batch if samples and global_batch else None
     device = record["device"] or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
@@ -85,6 +88,9 @@ def run_row(record):
         "steady_unit_s": summary["steady_unit_s"],
         "seconds_per_step": summary["seconds_per_step"],
         "samples_per_s": summary["samples_per_s"],
+        "epoch_steps": epoch_steps,
+        "epoch_s": None if epoch_steps is None or summary["seconds_per_step"] is None
+        else epoch_steps * summary["seconds_per_step"],
         "final_loss": summary["final_loss"],
         **{f"final_{name}": value for name, value in final_metric.items()},
         **{k: v for key, value in record["final"].items() for k, v in _flatten(value, key).items()},
@@ -135,6 +141,7 @@ def unit_rows(record, min_unit_seconds):
             "wall_s": unit["wall_s"],
             "samples": unit["samples"],
             "steps": unit["steps"],
+            "step": unit["step_end"],
             "samples_per_s": unit["samples"] / unit["wall_s"],
             "loss": unit["loss"],
             **_machine(unit),
@@ -145,7 +152,7 @@ def unit_rows(record, min_unit_seconds):
 
 def units_table(records, min_unit_seconds):
     columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "kind", "warmup", "wall_s",
-               "samples", "steps", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
+               "samples", "steps", "step", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
                "cpus", "below_minimum"]
     rows = [row for record in records for row in unit_rows(record, min_unit_seconds)]
     return pd.DataFrame(rows, columns=columns)
@@ -228,7 +235,7 @@ def tables(records, target=None):
         runs["steps_to_target"] = pd.array([steps for _, steps in reached], dtype="Int64")
         runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
-    integer_columns = ["segments", "unit_steps", "warmup_units", "parameters", "peak_pss_bytes", "peak_rss_bytes",
+    integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes", "peak_rss_bytes",
                        "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])

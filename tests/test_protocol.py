@@ -1,0 +1,73 @@
+"""The measurement plan and the run's order (dlbench.protocol), without a framework."""
+import numpy as np
+import pytest
+
+from dlbench.protocol import Plan, epoch_order, run_order
+from dlbench.specs import Convergence, Measure
+
+
+def measure(**changes):
+    fields = dict(min_unit_seconds=1.0, min_unit_steps=4, max_unit_steps=64, warmup_tolerance=0.1,
+                  max_warmup_units=4, steady_units=3)
+    return Measure(**{**fields, **changes})
+
+
+def play(plan, seconds_per_step, noise=()):
+    """Run the plan with a fixed time per step (times 1 + noise[i] for block i); the blocks run."""
+    blocks, noise = [], list(noise)
+    while (block := plan.upcoming()) is not None:
+        factor = 1 + (noise.pop(0) if noise else 0)
+        blocks.append(block)
+        plan.done(block.steps * seconds_per_step * factor)
+    return blocks
+
+
+def test_calibration_grows_units_until_one_lasts_the_minimum_then_warms_up_and_measures():
+    plan = Plan(measure(), Convergence(steps=0, eval_every=1))
+    blocks = play(plan, seconds_per_step=0.05)  # a 1 s unit is 20 steps
+    kinds = [b.kind for b in blocks]
+    calibration = [b.steps for b in blocks if b.kind == "calibration"]
+    assert calibration[0] == 4 and calibration[-1] >= 20 and calibration == sorted(calibration)
+    assert kinds == ["calibration"] * len(calibration) + ["warmup"] + ["steady"] * 3
+    assert {b.steps for b in blocks if b.kind != "calibration"} == {calibration[-1]}
+    # the last calibration unit is the first warm-up unit of that length; the next agrees: stable
+    assert plan.summary() == {"unit_steps": calibration[-1], "warmup_units": 2, "warmup_end": "stable"}
+
+
+def test_warm_up_runs_until_two_units_agree_or_the_cap():
+    # the first units of the calibrated length are 50% and 30% slow, then steady
+    plan = Plan(measure(min_unit_steps=32), Convergence(0, 1))
+    blocks = play(plan, 0.05, noise=[0.5, 0.3, 0.0, 0.0])
+    assert plan.summary()["warmup_end"] == "stable" and plan.summary()["warmup_units"] == 4
+    assert [b.kind for b in blocks] == ["calibration", "warmup", "warmup", "warmup", "steady", "steady", "steady"]
+    # never agreeing: the cap ends it, and the record says so
+    plan = Plan(measure(min_unit_steps=32, max_warmup_units=3), Convergence(0, 1))
+    play(plan, 0.05, noise=[0.5, 0.0, 0.5, 0.0, 0.5])
+    assert plan.summary() == {"unit_steps": 32, "warmup_units": 3, "warmup_end": "cap"}
+
+
+def test_units_stop_growing_at_the_maximum():
+    plan = Plan(measure(max_unit_steps=16), Convergence(0, 1))
+    blocks = play(plan, seconds_per_step=0.001)
+    assert max(b.steps for b in blocks) == 16 and plan.summary()["unit_steps"] == 16
+    assert sum(b.steps for b in blocks) <= Plan.max_steps(plan.measure, Convergence(0, 1))
+
+
+def test_convergence_segments_come_first_each_evaluated_then_the_units():
+    plan = Plan(measure(min_unit_steps=32), Convergence(steps=25, eval_every=10))
+    blocks = play(plan, 0.05)
+    assert [(b.kind, b.steps) for b in blocks[:3]] == [("segment", 10), ("segment", 10), ("segment", 5)]
+    assert blocks[3].kind == "calibration"
+    assert sum(b.steps for b in blocks) <= Plan.max_steps(plan.measure, Convergence(25, 10))
+
+
+@pytest.mark.parametrize("n_samples, batch", [(100, 8), (64, 64)])
+def test_the_run_order_is_the_epochs_back_to_back_whatever_its_length(n_samples, batch):
+    order, epochs = run_order(n_samples, batch, seed=3, steps=50)
+    per_epoch = n_samples // batch
+    assert order.shape == (50, batch) and epochs.shape == (50,)
+    assert np.array_equal(order[:per_epoch], epoch_order(n_samples, batch, 3, 1))
+    assert np.array_equal(order[per_epoch:2 * per_epoch], epoch_order(n_samples, batch, 3, 2)[:50 - per_epoch])
+    assert epochs[0] == 1 and epochs[per_epoch] == 2 and np.all(np.diff(epochs) >= 0)
+    # the same order for the same seed, wherever it is cut
+    assert np.array_equal(run_order(n_samples, batch, 3, 20)[0], order[:20])
