@@ -1,12 +1,12 @@
 """IMDB in plain MXNet Gluon, as a tutorial writes the loop: the benchmark's LSTM, batch,
-threads, optimizer, learning-rate schedule and epochs on one context, the training sequences
-in memory as NDArrays.
+threads, optimizer and learning-rate schedule, EPOCHS epochs on one context, the training
+sequences in memory as NDArrays.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order (numpy's permutation here), the DataLoader and its workers (batches are gathered here
-in the training process), evaluation after every epoch, the loss read.
+in the training process), its calibrated units and evaluations, the loss read.
 
-    python benchmarks/imdb/bare_mxnet.py SPEC_FILE
+    python benchmarks/imdb/bare_mxnet.py SPEC_FILE EPOCHS
 """
 import json
 import os
@@ -22,6 +22,7 @@ from dlbench.workloads.imdb.mxnet import build_model
 def main():
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     # MXNet reads its thread settings once, at import.
     os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
     import mxnet as mx
@@ -45,7 +46,7 @@ def main():
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     n_batches = sequences.shape[0] // spec.batch  # the last partial batch is dropped, as in the harness
 
-    for epoch in range(1, spec.epochs + 1):
+    for epoch in range(1, epochs + 1):
         # The rate times `factor` every `every_epochs` epochs.
         trainer.set_learning_rate(opt.lr * schedule.factor ** ((epoch - 1) // schedule.every_epochs))
         start = time.perf_counter()

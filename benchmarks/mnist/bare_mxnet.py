@@ -1,11 +1,12 @@
 """MNIST in plain MXNet Gluon, as a tutorial writes the loop: the benchmark's model, batch,
-threads, optimizer and epochs on one context, the training arrays in memory as NDArrays.
+threads and optimizer, EPOCHS epochs on one context, the training arrays in memory as
+NDArrays.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
-order (numpy's permutation here), data parallelism over contexts, evaluation after every
-epoch, the loss read.
+order (numpy's permutation here), data parallelism over contexts, its calibrated units and
+evaluations, the loss read.
 
-    python benchmarks/mnist/bare_mxnet.py SPEC_FILE
+    python benchmarks/mnist/bare_mxnet.py SPEC_FILE EPOCHS
 """
 import json
 import os
@@ -21,6 +22,7 @@ from dlbench.workloads.mnist.mxnet import build_model
 def main():
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     # MXNet reads its thread settings once, at import.
     os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
     import mxnet as mx
@@ -43,7 +45,7 @@ def main():
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     n_batches = images.shape[0] // spec.batch  # the last partial batch is dropped, as in the harness
 
-    for epoch in range(1, spec.epochs + 1):
+    for epoch in range(1, epochs + 1):
         start = time.perf_counter()
         order = mx.nd.array(np.random.permutation(images.shape[0]), dtype="int64")
         for i in range(n_batches):

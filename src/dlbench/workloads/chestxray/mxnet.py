@@ -5,9 +5,10 @@
 Input "real": a Gluon Dataset that decodes the preprocessed images with mx.image.imread
 (MXNet's OpenCV) and crops, flips, scales and normalises them with MXNet operators, the crop
 and flip drawn from the shared seed for (epoch, index); a Gluon DataLoader with `workers`
-worker processes, started once and kept. Input "synthetic": the task's random tensors as
-NDArrays, each batch gathered with nd.take. Evaluation reads the real images (centre crop)
-through a DataLoader in both modes.
+worker processes, started once and iterated once over the run's order. Input "synthetic":
+the task's random tensors as NDArrays, each batch gathered with nd.take. Evaluation reads the
+real images (centre crop) in both modes through a DataLoader of its own, with its own worker
+pool: it runs between convergence segments, while the training loader's iteration is open.
 
 mxnet is imported inside the functions: its thread pools read the thread variables that the
 backend's setup sets, once, at import.
@@ -98,19 +99,20 @@ def evaluation_images(crop):
     return EvaluationImages()
 
 
-class EpochBatches:
-    """Gluon batch sampler of the shared order, each index as (epoch, index): the dataset in a
-    worker process (a copy made when the pool started) learns the epoch from its keys."""
+class RunBatches:
+    """Gluon batch sampler of the run's order, each index as (its step's epoch, index): the
+    dataset in a worker process (a copy made when the pool started) learns the epoch from its
+    keys. Lazy: the loader takes a batch when it sends one to load (its prefetch), no further."""
 
     def __init__(self):
-        self.epoch, self.order = 0, np.empty((0, 0), dtype=np.int64)
+        self.order, self.epochs = np.empty((0, 0), dtype=np.int64), np.empty(0, dtype=np.int64)
 
-    def set_epoch(self, epoch, order):
-        self.epoch, self.order = epoch, order
+    def set_order(self, order, epochs):
+        self.order, self.epochs = order, epochs
 
     def __iter__(self):
-        for batch in self.order.tolist():
-            yield [(self.epoch, index) for index in batch]
+        for batch, epoch in zip(self.order, self.epochs.tolist()):
+            yield [(epoch, index) for index in batch.tolist()]
 
     def __len__(self):
         return len(self.order)
@@ -141,8 +143,8 @@ def loader(workload, dataset, sampler):
 
 def training_loader(workload):
     """(sampler, DataLoader) over a workload's real training images (its train_paths and
-    train_labels); set the sampler's epoch and order before iterating the loader."""
-    sampler = EpochBatches()
+    train_labels); set the sampler's order and epochs before iterating the loader."""
+    sampler = RunBatches()
     dataset = training_images(workload.train_paths, workload.train_labels, workload.spec.seed,
                               workload.spec.data.crop)
     return sampler, loader(workload, dataset, sampler)
@@ -196,7 +198,7 @@ class MXNetChestXray(ChestXray):
         if self.spec.weights:
             self.weights_loaded = load_imagenet_weights(mx, self.model, self.spec.weights)
         # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the timed epoch.
+        # training batch shape would re-plan the graph inside the segment after each evaluation.
         self.model.hybridize(static_alloc=True)
 
     def build_training(self):
@@ -216,11 +218,11 @@ class MXNetChestXray(ChestXray):
             self.eval_sampler = PathBatches(self.spec.batch)
             self.eval_loader = loader(self, evaluation_images(self.spec.data.crop), self.eval_sampler)
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         import mxnet as mx
 
         if self.spec.input == "real":
-            self.sampler.set_epoch(epoch, order)
+            self.sampler.set_order(order, epochs)
             return self.train_loader
         indices = mx.nd.array(order, dtype="int64")
         pooled = mx.nd.array(order % self.images.shape[0], dtype="int64")

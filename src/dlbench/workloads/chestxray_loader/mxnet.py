@@ -11,8 +11,8 @@ class MXNetChestXrayLoader(ChestXrayLoader):
         self.ctx = backend.contexts(self.placement)[0]
         self.sampler, self.loader = training_loader(self)
 
-    def batches(self, epoch, order):
-        self.sampler.set_epoch(epoch, order)
+    def batches(self, order, epochs):
+        self.sampler.set_order(order, epochs)
         return ((images.as_in_context(self.ctx), labels.as_in_context(self.ctx)) for images, labels in self.loader)
 
 

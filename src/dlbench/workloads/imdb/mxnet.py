@@ -35,8 +35,9 @@ def build_model(vocabulary, embedding, hidden, classes):
 
 
 class IndexBatches:
-    """Gluon batch sampler of the shared order: each of its batches is [one index array], which
-    an ArrayDataset of numpy arrays gathers in one step (fancy indexing)."""
+    """Gluon batch sampler of the run's order: each of its batches is [one index array], which
+    an ArrayDataset of numpy arrays gathers in one step (fancy indexing). Lazy: the loader
+    takes a batch when it sends one to load (its prefetch ahead of the step), no further."""
 
     def __init__(self):
         self.order = np.empty((0, 0), dtype=np.int64)
@@ -77,7 +78,7 @@ class MXNetImdb(Imdb):
         self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.classes)
         self.model.initialize(mx.init.Xavier(), ctx=self.ctx)  # the LSTM and Dense biases stay zero
         # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the timed epoch.
+        # training batch shape would re-plan the graph inside the segment after each evaluation.
         self.model.hybridize(static_alloc=True)
 
     def build_training(self):
@@ -88,17 +89,19 @@ class MXNetImdb(Imdb):
         workers = self.spec.workers
         self.sampler = IndexBatches()
         # Labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet. The
-        # worker pool starts here and is kept; a batch is loaded when the epoch asks for it.
+        # worker pool starts here and is kept for the run's one iteration of the loader.
         dataset = gluon.data.ArrayDataset(self.train_sequences, self.train_labels.astype(np.float32))
         self.loader = backend.data_loader(
             self.placement, dataset, batch_sampler=self.sampler, num_workers=workers,
             batchify_fn=unwrap_batch_shared if workers > 0 else unwrap_batch,
             pin_memory=self.placement.device_kind == "gpu", timeout=max(120, int(self.spec.timeout_s)))
 
-    def batches(self, epoch, order):
-        self.trainer.set_learning_rate(self.learning_rate(epoch))
+    def batches(self, order, epochs):
         self.sampler.order = order
         return self.loader
+
+    def set_learning_rate(self, lr):
+        self.trainer.set_learning_rate(lr)
 
     def train_step(self, batch):
         tokens, labels = batch

@@ -50,7 +50,7 @@ class MXNetMnist(Mnist):
         # wide for the 4608-input layers of the large model.
         self.model.initialize(mx.init.Xavier(), ctx=self.contexts)
         # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the timed epoch.
+        # training batch shape would re-plan the graph inside the segment after each evaluation.
         self.model.hybridize(static_alloc=True)
 
     def build_training(self):
@@ -64,11 +64,12 @@ class MXNetMnist(Mnist):
         self.images = mx.nd.from_numpy(self.train_images, zero_copy=True)
         self.labels = mx.nd.array(self.train_labels, dtype="float32")
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         import mxnet as mx
 
         indices = mx.nd.array(order, dtype="int64")
-        # One vectorised gather per batch (take along the sample axis), in this process.
+        # One vectorised gather per batch (take along the sample axis), in this process, when
+        # the step asks for it: the generator reads only as far as the run goes.
         return ((mx.nd.take(self.images, indices[i]), mx.nd.take(self.labels, indices[i]))
                 for i in range(len(order)))
 
