@@ -28,6 +28,7 @@ def result(*epoch_times):
     return {
         "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {},
+        "initial_weights": {"source": "shared", "sha256": "ab" * 32},
         "epochs": [{"epoch": i + 1, "wall_s": t, "samples": 600, "steps": 10, "loss": 1.0 / (i + 1),
                     "metric": {"test_accuracy": 0.5 + i / 10}, "eval_s": 0.1,
                     "machine": {"steal_s": 0.0, "other_cpu_s": 0.5 * i, "run_cpu_s": 2 * t, "cpus": 2}}
@@ -82,6 +83,8 @@ def test_tidy_tables_have_a_row_per_run_and_per_epoch(tmp_path):
     assert runs.loc[runs["strategy"] == "ddp", "samples_per_s"].item() == pytest.approx(300)
     assert list(unsuccessful(runs)["run_id"]) == [failed["run_id"]]
     assert environment_rows(records)["framework_version"].tolist() == ["9.9"]
+    assert ok["initial_weights"] == {"source": "shared", "sha256": "ab" * 32}
+    assert runs["initial_weights_sha256"].fillna("none").tolist() == ["ab" * 32, "ab" * 32, "none"]
 
 
 def test_an_invalid_record_is_named_with_the_field(tmp_path):

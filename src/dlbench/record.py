@@ -95,7 +95,7 @@ def summarise(epochs):
 
 # What a training process reports besides its epochs (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "parameters",
-                     "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
+                     "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes", "initial_weights"}
 
 
 def peak_memory(result, utilisation):
@@ -143,6 +143,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "device": result.get("device"),
         "threads": result.get("threads"),
         "parameters": result.get("parameters"),
+        "initial_weights": result.get("initial_weights"),
         "epochs": result["epochs"],
         "summary": summarise(result["epochs"]),
         "final": result.get("final") or {},
