@@ -2,11 +2,13 @@
 PyTorch's names and default initialisation, a hash over names and bytes, drawn quickly.
 tests/test_parity.py checks them against PyTorch's own state dict and loads them everywhere."""
 import dataclasses
+import hashlib
 import time
 
 import numpy as np
 import pytest
 
+from dlbench.protocol import Workload
 from dlbench.specs import DENSENET121
 from dlbench.weights import initial_weights, weights_sha256
 from specs import smoke_spec
@@ -85,3 +87,36 @@ def test_densenet_names_follow_the_specs_structure_and_draw_quickly():
 
 def test_a_workload_without_a_model_has_no_weights():
     assert initial_weights(smoke_spec("chestxray-loader", "pytorch")) is None
+
+
+class Recorded(Workload):
+    """A workload without a framework: what Workload.build loads, and when."""
+
+    def load_data(self):
+        self.loaded = None
+
+    def build_model(self):
+        self.model = "built"
+
+    def load_weights(self, weights):
+        self.loaded = weights
+
+    def build_training(self):
+        self.trained_from = self.loaded
+
+
+def test_build_loads_the_shared_start_before_the_training_pieces_unless_imagenet_weights_are_named(tmp_path):
+    spec = smoke_spec("chestxray", "mxnet")
+    workload = Recorded(spec, None, None)
+    workload.build()
+    assert workload.trained_from is workload.loaded and list(workload.loaded) == list(initial_weights(spec))
+    assert workload.initial_weights == {"source": "shared", "sha256": weights_sha256(initial_weights(spec))}
+    imagenet = tmp_path / "densenet121.params"
+    imagenet.write_bytes(b"ImageNet")
+    workload = Recorded(dataclasses.replace(spec, weights=str(imagenet)), None, None)
+    workload.build()  # build_model loads the framework's own file; nothing shared is loaded
+    assert workload.trained_from is None
+    assert workload.initial_weights == {"source": "imagenet", "sha256": hashlib.sha256(b"ImageNet").hexdigest()}
+    loader = Recorded(smoke_spec("chestxray-loader", "mxnet"), None, None)
+    loader.build()
+    assert loader.trained_from is None and loader.initial_weights is None
