@@ -40,6 +40,7 @@ def result(*unit_times, segment_times=(3.0, 1.0, 2.0)):
     return {
         "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {}, "train_samples": 1024,
+        "initial_weights": {"source": "shared", "sha256": "ab" * 32},
         "segments": segments, "units": units, "plan": {"unit_steps": 10, "warmup_units": 1, "warmup_end": "cap"},
     }
 
@@ -94,6 +95,8 @@ def test_tidy_tables_have_a_row_per_run_and_per_segment(tmp_path):
     assert runs.loc[runs["strategy"] == "ddp", "samples_per_s"].item() == pytest.approx(300)
     assert list(unsuccessful(runs)["run_id"]) == [failed["run_id"]]
     assert environment_rows(records)["framework_version"].tolist() == ["9.9"]
+    assert ok["initial_weights"] == {"source": "shared", "sha256": "ab" * 32}
+    assert runs["initial_weights_sha256"].fillna("none").tolist() == ["ab" * 32, "ab" * 32, "none"]
 
 
 def test_an_invalid_record_is_named_with_the_field(tmp_path):

@@ -13,7 +13,9 @@ import pytest
 
 from dlbench.chestxray import FINDINGS
 from dlbench.frameworks import FRAMEWORKS as KNOWN
+from dlbench.specs import spec_from_dict
 from dlbench.tables import load_records
+from dlbench.weights import initial_weights, weights_sha256
 from conftest import snakemake, venv_python
 
 FRAMEWORKS = tuple(KNOWN)
@@ -127,7 +129,11 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         assert run["utilisation"]["t_s"], "the harness samples utilisation"
         if workload == "chestxray-loader":
             assert run["parameters"] is None and run["units"][0]["loss"] is None and run["segments"] == []
+            assert run["initial_weights"] is None
             continue
+        # the same start in every framework: the shared weights of the run's model
+        start = weights_sha256(initial_weights(spec_from_dict(run["spec"])))
+        assert run["initial_weights"] == {"source": "shared", "sha256": start}
         assert [s["metric"] for s in run["segments"]] and all(s["eval_s"] > 0 for s in run["segments"])
         losses = [block["loss"] for block in blocks]
         assert losses[-1] < losses[0], (run["run_id"], losses)

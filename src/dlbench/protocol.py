@@ -79,6 +79,7 @@ from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
+from dlbench.weights import file_sha256, initial_weights, weights_sha256
 
 
 TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
@@ -203,8 +204,24 @@ class Workload:
         """Raise NotApplicable where this framework gives the point no meaning."""
 
     def build(self):
+        """The data, the model, the same start in every framework, the training pieces.
+
+        The start: the shared initial weights (dlbench.weights: drawn once from the seed, the
+        workload and the model, in PyTorch's names and layouts), loaded through the framework's
+        own load_weights before build_training makes optimizers, replicas or training state
+        from the model; unless the spec names ImageNet weights (ChestX-ray's spec.weights, a
+        file per framework), which build_model has loaded. `initial_weights` says which, for
+        the record."""
         self.load_data()
         self.build_model()
+        self.initial_weights = None  # a workload without a model (the loader benchmark)
+        if getattr(self.spec, "weights", None):
+            self.initial_weights = {"source": "imagenet", "sha256": file_sha256(self.spec.weights)}
+        else:
+            weights = initial_weights(self.spec)
+            if weights is not None:
+                self.load_weights(weights)
+                self.initial_weights = {"source": "shared", "sha256": weights_sha256(weights)}
         self.build_training()
 
     def epoch_info(self, epoch):
@@ -415,7 +432,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
     workload.build()
     if results:
         results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
-                       train_samples=workload.n_train, **backend.describe(placement))
+                       train_samples=workload.n_train, initial_weights=workload.initial_weights,
+                       **backend.describe(placement))
     clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks

@@ -103,8 +103,9 @@ def fixed_unit(index, steps, samples, wall_s, machine):
 
 
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
-KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "framework_version", "device", "threads", "parameters",
-                     "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
+KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
+                     "framework_version", "device", "threads", "parameters", "final", "final_eval_s",
+                     "gpu_allocator_peak", "peak_rss_bytes"}
 
 
 def peak_memory(result, utilisation):
@@ -153,6 +154,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "threads": result.get("threads"),
         "parameters": result.get("parameters"),
         "train_samples": result.get("train_samples"),
+        "initial_weights": result.get("initial_weights"),
         "segments": result["segments"],
         "units": result["units"],
         "plan": result.get("plan"),

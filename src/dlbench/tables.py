@@ -96,6 +96,7 @@ def run_row(record):
         **{k: v for key, value in record["final"].items() for k, v in _flatten(value, key).items()},
         "final_eval_s": record["final_eval_s"],
         "parameters": record["parameters"],
+        "initial_weights_sha256": (record.get("initial_weights") or {}).get("sha256"),
         "peak_pss_bytes": memory["peak_pss_bytes"],
         "peak_rss_bytes": memory["peak_rss_bytes"],
         "gpu_process_peak_bytes": memory["gpu_process_peak_bytes"],

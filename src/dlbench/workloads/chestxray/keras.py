@@ -26,9 +26,15 @@ from dlbench.workloads.chestxray import ChestXray
 
 # --- model -----------------------------------------------------------------------------------------
 
+# Batch normalisation as PyTorch's (momentum 0.1 there: the new batch's weight; Keras' momentum is
+# the old running value's weight) and epsilon 1e-5, the same in every framework.
+BN_MOMENTUM, BN_EPSILON = 0.9, 1e-5
+
+
 def build_model(classes, crop, weights=None):
     """DenseNet-121 (BN-ReLU-conv, bias-free convs, average-pool transitions, final BN + ReLU +
-    global average pool; Keras' default initialisers) and a Dense head of `classes` logits:
+    global average pool; Keras' default initialisers, which the shared start replaces;
+    batch normalisation with PyTorch's momentum and epsilon) and a Dense head of `classes` logits:
     6,968,206 trainable parameters with 14 classes, as PyTorch's. weights: None, or a Keras
     weights file of the headless DenseNet-121
     (densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5), which loads everything but the head."""
@@ -36,6 +42,12 @@ def build_model(classes, crop, weights=None):
         raise FileNotFoundError(f"weights file {weights} does not exist")
     backbone = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
                                               pooling="avg")
+    for layer in backbone.layers:
+        if isinstance(layer, layers.BatchNormalization):
+            # PyTorch's batch normalisation, as every framework's (keras.applications builds
+            # DenseNet with epsilon 1.001e-5 and Keras' momentum 0.99); Keras reads both when
+            # the layer is called (traced), so setting them on the built layers is enough.
+            layer.momentum, layer.epsilon = BN_MOMENTUM, BN_EPSILON
     return keras.Model(backbone.input, layers.Dense(classes, name="findings")(backbone.output), name="densenet121")
 
 
@@ -66,7 +78,7 @@ def keras_layer_name(module):
 def load_weights(model, weights):
     """torchvision's DenseNet state dict: conv OIHW -> HWIO, BN (weight, bias, running mean,
     running variance) as Keras' (gamma, beta, moving mean, moving variance), the classifier
-    (out, in) -> (in, out). Keras' DenseNet BN epsilon is 1.001e-5, PyTorch's 1e-5."""
+    (out, in) -> (in, out)."""
     modules = {}
     for name, value in weights.items():
         module, _, kind = name.rpartition(".")

@@ -29,10 +29,21 @@ MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAG
 def build_model(classes):
     """The Gluon model zoo's DenseNet-121 (6-12-24-16 blocks, growth 32, bottleneck 4,
     compression 0.5, 64 initial features; BN-ReLU-conv) with a `classes`-output Dense head:
-    6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False)."""
+    6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False).
+    Its batch normalisation is Gluon's default, PyTorch's (momentum 0.9 here, the old running
+    value's weight, is PyTorch's 0.1; epsilon 1e-5), as in every framework: checked."""
+    from mxnet.gluon import nn
     from mxnet.gluon.model_zoo import vision
 
-    return vision.densenet121(classes=classes)
+    net = vision.densenet121(classes=classes)
+    blocks = [net]
+    while blocks:
+        block = blocks.pop()
+        blocks.extend(block._children.values())
+        if isinstance(block, nn.BatchNorm) and (block._kwargs["momentum"], block._kwargs["eps"]) != (0.9, 1e-5):
+            raise ValueError(f"{block.name}: batch normalisation with momentum {block._kwargs['momentum']} and "
+                             f"epsilon {block._kwargs['eps']}, not PyTorch's 0.9 (0.1) and 1e-5")
+    return net
 
 
 # --- data ------------------------------------------------------------------------------------

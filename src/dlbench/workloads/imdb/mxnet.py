@@ -76,7 +76,7 @@ class MXNetImdb(Imdb):
         mx.random.seed(self.spec.seed)
         m = self.spec.model
         self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.classes)
-        self.model.initialize(mx.init.Xavier(), ctx=self.ctx)  # the LSTM and Dense biases stay zero
+        self.model.initialize(mx.init.Xavier(), ctx=self.ctx)  # replaced by the shared start (Workload.build)
         # static_alloc only: with static_shape, every change between the evaluation and the
         # training batch shape would re-plan the graph inside the segment after each evaluation.
         self.model.hybridize(static_alloc=True)

@@ -46,8 +46,7 @@ class MXNetMnist(Mnist):
         self.contexts = backend.contexts(self.placement)
         mx.random.seed(self.spec.seed)
         self.model = build_model(self.spec.model.name)
-        # Glorot uniform (Keras's default) rather than Gluon's Uniform(0.07), which is far too
-        # wide for the 4608-input layers of the large model.
+        # On every context; the values are replaced by the shared start (Workload.build).
         self.model.initialize(mx.init.Xavier(), ctx=self.contexts)
         # static_alloc only: with static_shape, every change between the evaluation and the
         # training batch shape would re-plan the graph inside the segment after each evaluation.

@@ -1,0 +1,169 @@
+"""The same start in every framework: the initial weights, drawn once by this shared code.
+
+`initial_weights(spec)` draws a model's weights from (spec.seed, the workload, the model's
+hyperparameters) with numpy alone, so that it gives the same arrays in every framework's
+environment, in PyTorch's state-dict names, order, layouts and dtypes (PyTorch's layout is the
+reference that every workload module's `load_weights` converts from). The distributions are
+PyTorch's default initialisation of each module:
+
+- Conv2d and Linear: weights kaiming-uniform with a = sqrt(5), i.e. U(+-1/sqrt(fan_in)),
+  biases U(+-1/sqrt(fan_in)) (fan_in: input channels x kernel height x kernel width);
+- Embedding: N(0, 1);
+- LSTM: every weight and bias U(+-1/sqrt(hidden));
+- DenseNet-121 as torchvision initialises it (and our PyTorch module): convolutions
+  kaiming-normal (N(0, 2/fan_in)), batch-norm weight 1 and bias 0, running mean 0 and
+  variance 1 (num_batches_tracked 0, int64 as in PyTorch), the classifier's weight PyTorch's
+  default and its bias 0.
+
+The protocol loads them into every framework after build_model (dlbench.protocol.Workload.build)
+and records `weights_sha256` of them. The names follow the model modules: the MNIST layers of
+PyTorch's nn.Sequential, the LSTM's `SentimentLSTM`, DenseNet's torchvision names derived from
+the spec's DenseNetModel (blocks, growth, bottleneck, compression, initial features).
+"""
+import dataclasses
+import hashlib
+import json
+
+import numpy as np
+
+# The MNIST models as PyTorch's nn.Sequential lists them (dlbench/workloads/mnist/pytorch.py):
+# a state-dict name's number is the layer's index; layers without weights hold their place.
+MNIST_LAYERS = {
+    "small": [("conv", 1, 32), "relu", "pool", "flatten", ("linear", 32 * 14 * 14, 64), "relu", ("linear", 64, 10)],
+    "large": [("conv", 1, 128), "relu", "pool", ("conv", 128, 256), "relu", "pool", ("conv", 256, 512), "relu",
+              "pool", "flatten", ("linear", 512 * 3 * 3, 512), "relu", ("linear", 512, 512), "relu",
+              ("linear", 512, 10)],
+}
+
+
+class Draw:
+    """Arrays drawn in turn from one generator, kept in the order they are drawn (PyTorch's
+    state-dict order)."""
+
+    def __init__(self, rng):
+        self.rng, self.arrays = rng, {}
+
+    def uniform(self, name, shape, bound):
+        self.arrays[name] = self.rng.uniform(-bound, bound, shape).astype(np.float32)
+
+    def normal(self, name, shape, std):
+        self.arrays[name] = self.rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
+
+    def constant(self, name, shape, value):
+        self.arrays[name] = np.full(shape, value, dtype=np.float32)
+
+    def linear(self, name, n_in, n_out, zero_bias=False):
+        """nn.Linear's default: weight (out, in) and bias U(+-1/sqrt(in)); or a zero bias."""
+        self.uniform(f"{name}.weight", (n_out, n_in), 1 / np.sqrt(n_in))
+        if zero_bias:
+            self.constant(f"{name}.bias", (n_out,), 0.0)
+        else:
+            self.uniform(f"{name}.bias", (n_out,), 1 / np.sqrt(n_in))
+
+    def conv(self, name, c_in, c_out, kernel, bias=True, kaiming_normal=False):
+        """nn.Conv2d: weight (out, in, k, k) U(+-1/sqrt(fan_in)) and bias likewise; or a
+        kaiming-normal weight (nn.init.kaiming_normal_: N(0, 2/fan_in))."""
+        fan_in = c_in * kernel * kernel
+        shape = (c_out, c_in, kernel, kernel)
+        if kaiming_normal:
+            self.normal(f"{name}.weight", shape, np.sqrt(2 / fan_in))
+        else:
+            self.uniform(f"{name}.weight", shape, 1 / np.sqrt(fan_in))
+        if bias:
+            self.uniform(f"{name}.bias", (c_out,), 1 / np.sqrt(fan_in))
+
+    def batch_norm(self, name, features):
+        """nn.BatchNorm2d: weight 1, bias 0, running mean 0, running variance 1, no batch tracked."""
+        self.constant(f"{name}.weight", (features,), 1.0)
+        self.constant(f"{name}.bias", (features,), 0.0)
+        self.constant(f"{name}.running_mean", (features,), 0.0)
+        self.constant(f"{name}.running_var", (features,), 1.0)
+        self.arrays[f"{name}.num_batches_tracked"] = np.zeros((), dtype=np.int64)
+
+
+def mnist(draw, model):
+    for index, layer in enumerate(MNIST_LAYERS[model.name]):
+        if isinstance(layer, tuple):
+            kind, n_in, n_out = layer
+            if kind == "conv":
+                draw.conv(str(index), n_in, n_out, 3)
+            else:
+                draw.linear(str(index), n_in, n_out)
+
+
+def lstm(draw, model):
+    """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
+    draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)
+    bound, gates = 1 / np.sqrt(model.hidden), 4 * model.hidden
+    draw.uniform("lstm.weight_ih_l0", (gates, model.embedding), bound)
+    draw.uniform("lstm.weight_hh_l0", (gates, model.hidden), bound)
+    draw.uniform("lstm.bias_ih_l0", (gates,), bound)
+    draw.uniform("lstm.bias_hh_l0", (gates,), bound)
+    draw.linear("classifier", model.hidden, model.classes)
+
+
+def densenet(draw, model):
+    """DenseNet-BC with torchvision's module names: features.conv0, norm0, denseblockB.denselayerL
+    (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to growth), transitionB (norm,
+    conv 1x1 to features x compression), norm5; classifier."""
+    def conv(name, c_in, c_out, kernel):
+        draw.conv(name, c_in, c_out, kernel, bias=False, kaiming_normal=True)
+
+    conv("features.conv0", 3, model.init_features, 7)
+    draw.batch_norm("features.norm0", model.init_features)
+    features, width = model.init_features, model.bottleneck * model.growth
+    for b, layers in enumerate(model.blocks, start=1):
+        for i in range(layers):
+            name = f"features.denseblock{b}.denselayer{i + 1}"
+            draw.batch_norm(f"{name}.norm1", features + i * model.growth)
+            conv(f"{name}.conv1", features + i * model.growth, width, 1)
+            draw.batch_norm(f"{name}.norm2", width)
+            conv(f"{name}.conv2", width, model.growth, 3)
+        features += layers * model.growth
+        if b != len(model.blocks):
+            out_features = int(features * model.compression)
+            draw.batch_norm(f"features.transition{b}.norm", features)
+            conv(f"features.transition{b}.conv", features, out_features, 1)
+            features = out_features
+    draw.batch_norm("features.norm5", features)
+    draw.linear("classifier", features, model.classes, zero_bias=True)
+
+
+MODELS = {"mnist": mnist, "imdb": lstm, "chestxray": densenet}
+
+
+def generator(spec):
+    """The generator of a spec's initial weights: from the seed, the workload and the model's
+    hyperparameters (nothing else of the spec, so that every framework and sweep point of the
+    same model starts alike)."""
+    key = json.dumps([spec.workload, dataclasses.asdict(spec.model)], sort_keys=True)
+    words = np.frombuffer(hashlib.sha256(key.encode()).digest(), dtype=np.uint32)
+    return np.random.default_rng([spec.seed, *words.tolist()])
+
+
+def initial_weights(spec):
+    """{name: array} in PyTorch's state-dict names, order, layouts and dtypes (float32;
+    num_batches_tracked int64), or None for a workload without a model (the loader benchmark)."""
+    if spec.workload not in MODELS:
+        return None
+    draw = Draw(generator(spec))
+    MODELS[spec.workload](draw, spec.model)
+    return draw.arrays
+
+
+def weights_sha256(weights):
+    """sha256 over the names, dtypes, shapes and bytes of the arrays, in sorted name order."""
+    digest = hashlib.sha256()
+    for name in sorted(weights):
+        array = np.ascontiguousarray(weights[name])
+        digest.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
