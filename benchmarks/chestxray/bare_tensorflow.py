@@ -1,15 +1,15 @@
 """ChestX-ray DenseNet-121 in plain TensorFlow/Keras, as a tutorial writes the loop:
 model.compile and model.fit on a tf.data pipeline over random tensors in memory shaped as the
 synthetic input (a pool of at most SYNTHETIC_POOL images reused by index, labels of the
-training split's size); the benchmark's model, batch, threads, optimizer and epochs on one
-device.
+training split's size); the benchmark's model, batch, threads and optimizer, EPOCHS epochs
+on one device.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order and synthetic values (TF's RNG here), the tf.distribute strategy, data parallelism,
-validation after every epoch and the final test evaluation, the loss read. fit runs without
-XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
+its calibrated units and evaluations, the loss read. fit runs without XLA
+(jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
 
-    python benchmarks/chestxray/bare_tensorflow.py SPEC_FILE
+    python benchmarks/chestxray/bare_tensorflow.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -43,6 +43,7 @@ def main():
 
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
@@ -64,7 +65,7 @@ def main():
     opt = spec.optimizer
     model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True), jit_compile=False)
-    model.fit(data, epochs=spec.epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
+    model.fit(data, epochs=epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """IMDB in plain TensorFlow/Keras, as a tutorial writes the loop: model.compile and model.fit
 on a tf.data pipeline of the training sequences in memory, the learning-rate schedule as a
-LearningRateScheduler callback; the benchmark's LSTM, batch, threads, optimizer and epochs on
-one device.
+LearningRateScheduler callback; the benchmark's LSTM, batch, threads and optimizer, EPOCHS
+epochs on one device.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order (tf.data's shuffle here), the loader's workers setting (a prefetching tf.data pipeline
-here), the tf.distribute strategy, evaluation after every epoch, the loss read. fit runs
-without XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
+here), the tf.distribute strategy, its calibrated units and evaluations, the loss read. fit
+runs without XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step
+does.
 
-    python benchmarks/imdb/bare_tensorflow.py SPEC_FILE
+    python benchmarks/imdb/bare_tensorflow.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -43,6 +44,7 @@ def main():
 
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
@@ -63,7 +65,7 @@ def main():
     # The study's schedule: the base rate times `factor` every `every_epochs` epochs (epoch counts from 0).
     step_decay = keras.callbacks.LearningRateScheduler(
         lambda epoch: opt.lr * schedule.factor ** (epoch // schedule.every_epochs))
-    model.fit(data, epochs=spec.epochs, verbose=0, shuffle=False,
+    model.fit(data, epochs=epochs, verbose=0, shuffle=False,
               callbacks=[step_decay, EpochTimer(n_batches * spec.batch)])
 
 

@@ -1,13 +1,13 @@
 """MNIST in plain TensorFlow/Keras, as a tutorial writes the loop: model.compile and
 model.fit on a tf.data pipeline of the training arrays in memory; the benchmark's model,
-batch, threads, optimizer and epochs on one device.
+batch, threads and optimizer, EPOCHS epochs on one device.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order (tf.data's shuffle here), the tf.distribute strategy and its distributed dataset, data
-parallelism, evaluation after every epoch, the loss read. fit runs without XLA
+parallelism, its calibrated units and evaluations, the loss read. fit runs without XLA
 (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
 
-    python benchmarks/mnist/bare_tensorflow.py SPEC_FILE
+    python benchmarks/mnist/bare_tensorflow.py SPEC_FILE EPOCHS
 """
 import json
 import sys
@@ -42,6 +42,7 @@ def main():
 
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
+    epochs = int(sys.argv[2])
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
@@ -59,7 +60,7 @@ def main():
     opt = spec.optimizer
     model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
-    model.fit(data, epochs=spec.epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
+    model.fit(data, epochs=epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
 
 
 if __name__ == "__main__":

@@ -6,14 +6,14 @@ devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiwor
 (MultiWorkerMirroredStrategy, one worker process per device, started by `launch` with a
 TF_CONFIG cluster on 127.0.0.1).
 
-Training is a custom training loop: `distribute` builds the epoch's input (a tf.data dataset
-per replica; replica r of a process takes shard r of each of the process's batches; with
-several replicas in a process, strategy.distribute_datasets_from_function), and
-`make_train_step` a tf.function that runs one `strategy.run(step)` on one batch. The harness
-owns the loop and calls the step once per batch, as Keras' fit does with
-steps_per_execution=1: per-step calls now, where the old scripts traced a whole epoch into
-one graph, because the shared protocol needs the loop in Python. The batch shapes are fixed
-(drop_remainder), so the step is traced once.
+Training is a custom training loop: `distribute` builds the run's input once, over its whole
+order (a tf.data dataset per replica; replica r of a process takes shard r of each of the
+process's batches; several replicas in a process read through
+strategy.distribute_datasets_from_function), and `make_train_step` a tf.function that runs
+one `strategy.run(step)` on one batch. The protocol owns the loop and calls the step once
+per batch, as Keras' fit does with steps_per_execution=1: per-step calls now, where the old
+scripts traced a whole epoch into one graph, because the shared protocol needs the loop in
+Python. The batch shapes are fixed (drop_remainder), so the step is traced once.
 """
 import json
 import os
@@ -227,12 +227,15 @@ def loader_options(workers):
 
 
 def distribute(placement, order, make_dataset):
-    """The epoch's order as this process's input: replica r of the process takes shard r
-    (dlbench.protocol.shard) of each of the process's batches.
+    """The run's order as this process's input, made once and iterated across every block:
+    replica r of the process takes shard r (dlbench.protocol.shard) of each of the process's
+    batches.
 
-    order: this process's index batches (n_batches, process batch). make_dataset(shards):
-    shards is an int array (n_batches, per-replica batch), the shards of one replica; it
-    returns a tf.data.Dataset with one element (a per-replica batch) per row.
+    order: this process's index batches (steps, process batch), every epoch back to back, as
+    long as the run could take. make_dataset(shards): shards is an int array (steps,
+    per-replica batch), the shards of one replica; it returns a tf.data.Dataset with one
+    element (a per-replica batch) per row, read lazily (as far as the steps and the loader's
+    prefetch go: the run stops before the end of its order).
 
     One replica per process (single, multiworker): the process's dataset itself, which
     strategy.run takes as the replica's input. Several (mirrored): a distributed dataset,
@@ -260,7 +263,7 @@ def distribute(placement, order, make_dataset):
 def make_train_step(placement, replica_step):
     """A tf.function of one batch (per replica, from `distribute`): strategy.run(replica_step)
     and the mean loss of this process's batch, on the device (no cross-worker reduction per
-    step; the harness reduces the epoch's sum once, outside the clock).
+    step; the protocol reduces the block's sum once, outside the clock).
 
     replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
     tf.distribute (so that the gradients summed over replicas are the global batch's mean):

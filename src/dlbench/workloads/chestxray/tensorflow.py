@@ -5,13 +5,15 @@ The model: keras.applications.DenseNet121 (no top, global average pool) and a De
 logits, binary cross-entropy on the logits, Adam at the base learning rate times the device
 count. Input "real": the preprocessed grey images through tf.data (`TrainLoader`: read_file,
 decode_jpeg or decode_png, the crop at (top, left) and the flip that the shared seed draws
-(self.augmentation, fed to tf.data beside the indices), the grey value replicated to 3
-channels and ImageNet-normalised), `workers` parallel map calls; "synthetic": the task's random
-images as host tensors (NHWC), gathered by index % pool in tf.data, nothing decoded. Either
-way each replica takes its shard of the process's batches
-(dlbench.frameworks.tensorflow.distribute), and one tf.function step per batch (strategy.run)
-is called from the harness's loop, as Keras' fit with steps_per_execution=1 (the old script
-traced a whole epoch into one graph; the shared protocol owns the loop).
+(self.augmentation, drawn in NumPy batch by batch as tf.data reaches each batch), the grey
+value replicated to 3 channels and ImageNet-normalised), `workers` parallel map calls;
+"synthetic": the task's random images as host tensors (NHWC), gathered by index % pool in
+tf.data, nothing decoded. Either way one dataset over the run's order, each replica taking its
+shard of the process's batches (dlbench.frameworks.tensorflow.distribute), and one
+tf.function step per batch (strategy.run) is called from the protocol's loop, as Keras' fit
+with steps_per_execution=1 (the old script traced a whole epoch into one graph; the shared
+protocol owns the loop). Evaluation makes a tf.data pipeline of its own each time: it runs
+between convergence segments, while the training dataset's iterator is open.
 """
 import functools
 from pathlib import Path
@@ -55,9 +57,10 @@ def mapped(data, sample, workers):
 
 
 class TrainLoader:
-    """The real-input training loader, made once (build_training) and used every epoch: tf.data
-    over the samples' indices and augmentation values, `sample` mapped by `workers` parallel
-    calls (none: in the consuming thread), batched per replica, prefetched when workers > 0."""
+    """The real-input training loader, made once (build_training), its dataset once over the
+    run's order: tf.data over the samples' indices and augmentation values, `sample` mapped by
+    `workers` parallel calls (none: in the consuming thread), batched per replica, prefetched
+    when workers > 0."""
 
     def __init__(self, workload):
         self.workload, spec = workload, workload.spec
@@ -73,18 +76,25 @@ class TrainLoader:
         patch = tf.cond(flip > 0, lambda: tf.image.flip_left_right(patch), lambda: patch)
         return normalise(patch), tf.gather(self.labels, index)
 
-    def dataset(self, epoch, shards):
-        indices = shards.reshape(-1)
-        top, left, flip = self.workload.augmentation(epoch, indices)  # the shared seed's values
-        data = tf.data.Dataset.from_tensor_slices((indices, top, left, flip))
+    def draws(self, indices, epoch):
+        """A batch's indices and their (top, left, flip): the shared seed's values, drawn in
+        NumPy when tf.data reaches the batch (drawn up front, a long run's order would take
+        minutes), as the other frameworks' loaders draw them."""
+        values = tf.numpy_function(lambda e, i: self.workload.augmentation(int(e), i), [epoch, indices],
+                                   [tf.int32] * 3, stateful=False)
+        return (indices, *(tf.ensure_shape(v, indices.shape) for v in values))
+
+    def dataset(self, shards, epochs):
+        """shards: one replica's index batches (steps, batch); epochs: each step's epoch."""
+        data = tf.data.Dataset.from_tensor_slices((shards, epochs)).map(self.draws).unbatch()
         data = mapped(data, self.sample, self.workers)
         data = data.batch(shards.shape[1], drop_remainder=True)
         if self.workers:
             data = data.prefetch(tf.data.AUTOTUNE)
         return data.with_options(backend.loader_options(self.workers))
 
-    def batches(self, epoch, order):
-        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(epoch, shards))
+    def batches(self, order, epochs):
+        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(shards, epochs))
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -117,9 +127,9 @@ class TensorFlowChestXray(backend.StepMethods, ChestXray):
             del self.synthetic_images, self.synthetic_labels
         self.step = backend.make_train_step(self.placement, self.replica_step)
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         if self.spec.input == "real":
-            return self.loader.batches(epoch, order)
+            return self.loader.batches(order, epochs)
         pool = self.images.shape[0]
 
         def make_dataset(shards):

@@ -26,8 +26,8 @@ class TensorFlowChestXrayLoader(ChestXrayLoader):
 
         self.consume = consume
 
-    def batches(self, epoch, order):
-        return self.loader.batches(epoch, order)
+    def batches(self, order, epochs):
+        return self.loader.batches(order, epochs)
 
     def train_step(self, batch):
         """No loss: the batch is on the device, that is all a loader does."""

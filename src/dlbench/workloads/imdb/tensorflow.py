@@ -1,6 +1,6 @@
 """IMDB sentiment LSTM in TensorFlow/Keras 3: one device, a tf.data loader with N workers.
 
-The loader: tf.data over the epoch's index batches, each batch gathered in one tf.gather
+The loader: tf.data over the run's index batches, each batch gathered in one tf.gather
 from the sequences in host memory. With workers > 0 the gathers run as `workers` parallel map
 calls in a private pool of `workers` threads, `workers` batches prefetched; with 0 workers
 they run in the consuming thread, without the parallelism or prefetch tf.data would add
@@ -33,7 +33,7 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = backend.make_adam(self.spec, self.spec.optimizer.lr)  # set per epoch in batches()
+            self.optimizer = backend.make_adam(self.spec, self.spec.optimizer.lr)  # see set_learning_rate
             self.optimizer.build(self.model.trainable_variables)
             self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # The loader's copy in host memory, gathered from as a loader would; no NumPy copy beside it.
@@ -42,8 +42,7 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
         del self.train_sequences, self.train_labels
         self.step = backend.make_train_step(self.placement, self.replica_step)
 
-    def batches(self, epoch, order):
-        self.optimizer.learning_rate = self.learning_rate(epoch)
+    def batches(self, order, epochs):
         workers = self.spec.workers
 
         def make_dataset(shards):
@@ -55,6 +54,9 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
             return data.with_options(backend.loader_options(workers))
 
         return backend.distribute(self.placement, order, make_dataset)
+
+    def set_learning_rate(self, lr):
+        self.optimizer.learning_rate = lr  # assigns the optimizer's rate variable: the step is not retraced
 
     def predict(self, inputs):
         return self.infer(inputs.astype(np.int32)).numpy()

@@ -40,7 +40,7 @@ class TensorFlowMnist(backend.StepMethods, Mnist):
         del self.train_images, self.train_labels
         self.step = backend.make_train_step(self.placement, self.replica_step)
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         def make_dataset(shards):
             # One vectorised gather per batch, in the consuming thread (no map threads, no prefetch).
             return (tf.data.Dataset.from_tensor_slices(shards)
