@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -32,6 +32,35 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or None
+
+
+# The instruction-set extensions that decide which kernels the frameworks run (/proc/cpuinfo's names).
+DECISIVE_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd",
+                  "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx512ifma", "avx512vbmi", "avx_vnni", "amx_tile",
+                  "amx_bf16", "amx_int8")
+
+
+def _number(text):
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def cpu():
+    """The CPU exactly, from the first processor of /proc/cpuinfo: vendor, family, model,
+    stepping, model name, microcode, and the decisive instruction-set flags it has (None where
+    the machine does not say, e.g. on ARM, where these fields have other names)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        first = ""
+    fields = {}
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {"vendor": fields.get("vendor_id"), "family": _number(fields.get("cpu family")),
+            "model": _number(fields.get("model")), "stepping": _number(fields.get("stepping")),
+            "model_name": fields.get("model name") or platform.processor() or None,
+            "microcode": fields.get("microcode"), "flags": [flag for flag in DECISIVE_FLAGS if flag in flags]}
 
 
 def gpus():
@@ -63,6 +92,7 @@ def environment():
         "os": platform.platform(),
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
+        "cpu": cpu(),
         "cpu_count": os.cpu_count(),
         "gpus": gpus(),
         "git_commit": commit,
@@ -94,8 +124,8 @@ def summarise(epochs):
 
 
 # What a training process reports besides its epochs (dlbench.protocol.run_process).
-KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "device", "threads", "parameters",
-                     "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
+KNOWN_RESULT_KEYS = {"status", "reason", "epochs", "framework_version", "framework_cpu", "device", "threads",
+                     "parameters", "numerics", "final", "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
 
 
 def peak_memory(result, utilisation):
@@ -130,6 +160,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         error = result.get("reason")
     env = environment()
     env["framework_version"] = result.get("framework_version")
+    env["framework_cpu"] = result.get("framework_cpu")  # what the framework says it uses on the CPU
     return {
         "record_version": RECORD_VERSION,
         "workload": spec["workload"],
@@ -142,6 +173,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "environment": env,
         "device": result.get("device"),
         "threads": result.get("threads"),
+        "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process
         "parameters": result.get("parameters"),
         "epochs": result["epochs"],
         "summary": summarise(result["epochs"]),

@@ -50,6 +50,7 @@ class Run:
     threads: int         # CPU threads of the whole run
     epochs: int          # the first is warm-up, reported apart
     timeout_s: float
+    numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
 
     @property
     def global_batch(self):

@@ -86,7 +86,7 @@ def _run(config, workload, row, columns, threads, **fixed):
     fields.update(fixed)
     return dict(workload=workload, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device=config["device"], threads=threads,
-                timeout_s=float(section["timeout_minutes"] * 60), **fields)
+                timeout_s=float(section["timeout_minutes"] * 60), numerics=config["numerics"]["denormals"], **fields)
 
 
 def mnist_spec(config, row, threads):

@@ -63,6 +63,7 @@ def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
     spec, summary, memory = record["spec"], record["summary"], record["memory"]
     device = record["device"] or {}
+    numerics = record["numerics"] or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     return {
@@ -74,6 +75,9 @@ def run_row(record):
         "error": _short_error(record["error"]),
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
+        # the run's numerics policy, and whether the framework's own ops flushed denormals (measured)
+        "numerics": numerics.get("policy", spec.get("numerics")),
+        "flushes_denormals": numerics.get("framework_flushes"),
         "epochs": len(record["epochs"]),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
@@ -161,6 +165,12 @@ def epoch_rows(record):
     return rows
 
 
+def cpu_line(cpu):
+    """'<vendor> family F model M stepping S <model name>', the CPU in one string."""
+    return " ".join(str(part) for part in (cpu.get("vendor"), "family", cpu.get("family"), "model", cpu.get("model"),
+                                           "stepping", cpu.get("stepping"), cpu.get("model_name")))
+
+
 def environment_rows(records):
     """The distinct environments the runs ran in (runs that died before saying are left out)."""
     rows = []
@@ -174,6 +184,8 @@ def environment_rows(records):
             "python": env["python"],
             "device": (record["device"] or {}).get("kind"),
             "cpu_model": env["cpu_model"],
+            "cpu": cpu_line(env["cpu"]),
+            "cpu_flags": " ".join(env["cpu"]["flags"]),
             "cpu_count": env["cpu_count"],
             "gpus": "; ".join(f"{g['name']} (driver {g['driver']})" for g in env["gpus"]) or "none",
             "os": env["os"],
@@ -181,8 +193,8 @@ def environment_rows(records):
             "git_commit": env["git_commit"],
             "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
         })
-    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu_count", "gpus", "os",
-               "hostname", "git_commit", "packages"]
+    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
+               "gpus", "os", "hostname", "git_commit", "packages"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
 
 
