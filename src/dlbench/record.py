@@ -63,6 +63,12 @@ def cpu():
             "microcode": fields.get("microcode"), "flags": [flag for flag in DECISIVE_FLAGS if flag in flags]}
 
 
+def cpu_line(cpu):
+    """'<vendor> family F model M stepping S <model name>': a record's environment.cpu in one string."""
+    return " ".join(str(part) for part in (cpu.get("vendor"), "family", cpu.get("family"), "model", cpu.get("model"),
+                                           "stepping", cpu.get("stepping"), cpu.get("model_name")))
+
+
 def gpus():
     """GPU model and driver from nvidia-smi; an empty list where there is none."""
     out = _command("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")

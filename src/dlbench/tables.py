@@ -5,6 +5,8 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 
+from dlbench.record import cpu_line
+
 RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
 ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
 
@@ -163,12 +165,6 @@ def epoch_rows(record):
             **({"lr": epoch["lr"]} if "lr" in epoch else {}),
         })
     return rows
-
-
-def cpu_line(cpu):
-    """'<vendor> family F model M stepping S <model name>', the CPU in one string."""
-    return " ".join(str(part) for part in (cpu.get("vendor"), "family", cpu.get("family"), "model", cpu.get("model"),
-                                           "stepping", cpu.get("stepping"), cpu.get("model_name")))
 
 
 def environment_rows(records):
