@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, save
+from dlbench.plots import interval_plot, loss_curves, no_data, save, with_numerics
 
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 
@@ -105,7 +105,7 @@ def main():
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar="sd", height=3.5, aspect=1.2)
         grid.set(xlabel="train + validation (min)", ylabel="")
-        save(grid, args.outdir / "train-minutes.png", f"DenseNet-121 on ChestX-ray14 {source}")
+        save(grid, args.outdir / "train-minutes.png", with_numerics(f"DenseNet-121 on ChestX-ray14 {source}", training))
 
     if auc.empty or auc["test_auc_macro"].isna().all():
         no_data(args.outdir / "auc.png", "no test AUC (a split with one class only has none)")

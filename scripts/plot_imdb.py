@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save
+from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save, with_numerics
 
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 
@@ -48,7 +48,8 @@ def main():
 
     points = pd.read_csv(args.points)
     interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "median", "ci_low", "ci_high",
-                  args.outdir / "epoch-time.png", "IMDB LSTM: training throughput by batch size and loader workers",
+                  args.outdir / "epoch-time.png",
+                  with_numerics("IMDB LSTM: training throughput by batch size and loader workers", runs),
                   "reviews/s, steady units: median and bootstrap interval")
 
     convergence, units = pd.read_csv(args.convergence), pd.read_csv(args.units)
@@ -69,7 +70,8 @@ def main():
     sparse = ratios[ratios["comparison"].astype(str).str.contains("sparse")].reset_index(drop=True)
     interval_plot(sparse, sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""), ["batch", "workers"]),
                   "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
-                  "PyTorch: speed-up of sparse embedding gradients", "throughput sparse / dense (interval)", reference=1)
+                  with_numerics("PyTorch: speed-up of sparse embedding gradients", runs),
+                  "throughput sparse / dense (interval)", reference=1)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save
+from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save, with_numerics
 
 
 def label(frame):
@@ -37,7 +37,7 @@ def main():
 
     points = pd.read_csv(args.points)
     interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "strategy"]), "median",
-                  "ci_low", "ci_high", args.outdir / "throughput.png", "MNIST training throughput",
+                  "ci_low", "ci_high", args.outdir / "throughput.png", with_numerics("MNIST training throughput", runs),
                   "images/s, steady units: median and bootstrap interval")
 
     convergence = pd.read_csv(args.convergence)
@@ -49,14 +49,15 @@ def main():
                        col="model", col_order=models, kind="bar", errorbar="sd", sharex=False, sharey=False,
                        height=3.5, aspect=1.3)
     grid.set(xlabel="epoch wall time (s)", ylabel="")
-    save(grid, args.outdir / "first-vs-second-epoch.png", "MNIST first vs second epoch")
+    save(grid, args.outdir / "first-vs-second-epoch.png", with_numerics("MNIST first vs second epoch", runs))
 
     ratios = pd.read_csv(args.ratios)
     scale = ratios[ratios["comparison"].astype(str).str.contains("devices")].reset_index(drop=True)
     names = scale["framework"].astype(str) + " " + scale["comparison"].astype(str) + " " + point_label(
         scale.assign(framework=""), ["model", "duplicate", "batch"])
     interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
-                  "MNIST scale-up relative to one device", "throughput N devices / 1 device (interval)", reference=1)
+                  with_numerics("MNIST scale-up relative to one device", runs),
+                  "throughput N devices / 1 device (interval)", reference=1)
 
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",

@@ -158,3 +158,18 @@ def test_time_to_accuracy_is_steps_to_the_target_times_steady_seconds_per_step(t
     assert runs.loc[0, "time_to_target_s"] == pytest.approx(4.5) and runs.loc[0, "steps_to_target"] == 30
     runs, _ = tables(records, ("test_accuracy", 0.99))
     assert not runs.loc[0, "target_reached"] and pd.isna(runs.loc[0, "time_to_target_s"])
+
+
+def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_path):
+    measured = {**result(3.0, 1.0), "numerics": {
+        "policy": "flush", "mode": "flush", "mxcsr": "0x9fe0", "mxcsr_ftz": True, "mxcsr_daz": True,
+        "numpy_thread_flushes": True, "framework_flushes": True}}
+    records = load_records(write_records(tmp_path, record(spec(), measured, 0, [], "now", 5.0),
+                                         record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)))
+    runs, _ = tables(records)
+    assert runs[["numerics", "flushes_denormals"]].values.tolist() == [["flush", True], ["flush", None]]
+    env = environment_rows(records).iloc[0]
+    cpu = records[0]["environment"]["cpu"]
+    assert env["cpu"] == (f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "
+                          f"{cpu['model_name']}")
+    assert env["cpu_flags"] == " ".join(cpu["flags"])

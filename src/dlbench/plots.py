@@ -21,6 +21,18 @@ def no_data(path, message):
     plt.close(fig)
 
 
+NUMERICS_NOTES = {"flush": "denormals flushed", "framework-default": "denormals as each framework ships"}
+
+
+def with_numerics(title, runs):
+    """A throughput figure's title with the runs' numerics policy (the runs table's `numerics`),
+    since flushing denormals or not changes a framework's speed."""
+    policies = sorted(set(runs["numerics"].dropna())) if "numerics" in runs else []
+    if not policies:
+        return title
+    return f"{title} ({'; '.join(NUMERICS_NOTES.get(policy, policy) for policy in policies)})"
+
+
 def flagged_label(row, label):
     """A point's label, saying when its figure is not a steady measurement."""
     flags = [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")))

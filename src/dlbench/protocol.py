@@ -58,7 +58,10 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
     to_float(value) -> float             a device scalar on the host
     mean_over_processes(x, placement) -> float
     gpu_allocator_peak(placement) -> {measure: bytes} or {}   the allocator's own peak
-    describe(placement) -> dict          device names and thread settings, for the record
+    describe(placement) -> dict          device names and thread settings, for the record; under
+                                         framework_cpu, what the framework says it uses on the CPU
+    flushes_denormals() -> bool          a denormal times one, in the framework's own ops and
+                                         threads, comes out zero (dlbench.numerics)
     teardown(placement)
 """
 import importlib
@@ -74,6 +77,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import numerics
 from dlbench.frameworks import backend_module, workload_module
 from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
@@ -425,6 +429,7 @@ def run_blocks(workload, clock):
 def run_process(rank, spec_dict, result_path, device_kind):
     """One process of a run: the protocol above. Rank 0 writes the results."""
     spec = spec_from_dict(spec_dict)
+    numerics.apply(spec.numerics)  # again: data-parallel ranks started by spawn are new interpreters
     backend = backend_of(spec)
     placement = backend.setup(spec, device_kind, rank)
     results = Results(result_path) if placement.rank == 0 else None
@@ -433,7 +438,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
     if results:
         results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
-                       **backend.describe(placement))
+                       numerics=numerics.measure(spec.numerics, backend), **backend.describe(placement))
     clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
@@ -479,6 +484,7 @@ def main():
     with open(spec_path) as f:
         spec_dict = json.load(f)
     spec = spec_from_dict(spec_dict)
+    numerics.apply(spec.numerics)  # before the backend imports its framework, which starts threads
     backend = backend_of(spec)
     if hasattr(backend, "configure"):
         backend.configure(spec)

@@ -34,6 +34,41 @@ def cpu_model():
     return platform.processor() or None
 
 
+# The instruction-set extensions that decide which kernels the frameworks run (/proc/cpuinfo's names).
+DECISIVE_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd",
+                  "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx512ifma", "avx512vbmi", "avx_vnni", "amx_tile",
+                  "amx_bf16", "amx_int8")
+
+
+def _number(text):
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def cpu():
+    """The CPU exactly, from the first processor of /proc/cpuinfo: vendor, family, model,
+    stepping, model name, microcode, and the decisive instruction-set flags it has (None where
+    the machine does not say, e.g. on ARM, where these fields have other names)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        first = ""
+    fields = {}
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {"vendor": fields.get("vendor_id"), "family": _number(fields.get("cpu family")),
+            "model": _number(fields.get("model")), "stepping": _number(fields.get("stepping")),
+            "model_name": fields.get("model name") or platform.processor() or None,
+            "microcode": fields.get("microcode"), "flags": [flag for flag in DECISIVE_FLAGS if flag in flags]}
+
+
+def cpu_line(cpu):
+    """'<vendor> family F model M stepping S <model name>': a record's environment.cpu in one string."""
+    return " ".join(str(part) for part in (cpu.get("vendor"), "family", cpu.get("family"), "model", cpu.get("model"),
+                                           "stepping", cpu.get("stepping"), cpu.get("model_name")))
+
+
 def gpus():
     """GPU model and driver from nvidia-smi; an empty list where there is none."""
     out = _command("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
@@ -63,6 +98,7 @@ def environment():
         "os": platform.platform(),
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
+        "cpu": cpu(),
         "cpu_count": os.cpu_count(),
         "gpus": gpus(),
         "git_commit": commit,
@@ -104,8 +140,8 @@ def fixed_unit(index, steps, samples, wall_s, machine):
 
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
-                     "framework_version", "device", "threads", "parameters", "final", "final_eval_s",
-                     "gpu_allocator_peak", "peak_rss_bytes"}
+                     "framework_version", "framework_cpu", "device", "threads", "parameters", "numerics", "final",
+                     "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
 
 
 def peak_memory(result, utilisation):
@@ -140,6 +176,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         error = result.get("reason")
     env = environment()
     env["framework_version"] = result.get("framework_version")
+    env["framework_cpu"] = result.get("framework_cpu")  # what the framework says it uses on the CPU
     return {
         "record_version": RECORD_VERSION,
         "workload": spec["workload"],
@@ -152,6 +189,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "environment": env,
         "device": result.get("device"),
         "threads": result.get("threads"),
+        "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process
         "parameters": result.get("parameters"),
         "train_samples": result.get("train_samples"),
         "initial_weights": result.get("initial_weights"),

@@ -70,6 +70,7 @@ class Run:
     measure: Measure
     convergence: Convergence
     timeout_s: float
+    numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
 
     @property
     def global_batch(self):

@@ -91,7 +91,8 @@ def _run(config, workload, row, columns, threads, convergence=Convergence(0, 1),
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(workload=workload, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device=config["device"], threads=threads, measure=measure,
-                convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60), **fields)
+                convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
+                numerics=config["numerics"]["denormals"], **fields)
 
 
 def _convergence(section):

@@ -5,6 +5,8 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 
+from dlbench.record import cpu_line
+
 RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
 ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
 
@@ -67,6 +69,7 @@ def run_row(record):
     samples, global_batch = record.get("train_samples"), spec.get("batch", 0) * spec.get("devices", 1)
     epoch_steps = samples // global_batch if samples and global_batch else None
     device = record["device"] or {}
+    numerics = record["numerics"] or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     return {
@@ -82,6 +85,9 @@ def run_row(record):
         "unit_steps": plan.get("unit_steps"),
         "warmup_units": plan.get("warmup_units"),
         "warmup_end": plan.get("warmup_end"),
+        # the run's numerics policy, and whether the framework's own ops flushed denormals (measured)
+        "numerics": numerics.get("policy", spec.get("numerics")),
+        "flushes_denormals": numerics.get("framework_flushes"),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
         "first_segment_s": summary["first_segment_s"],
@@ -192,6 +198,8 @@ def environment_rows(records):
             "python": env["python"],
             "device": (record["device"] or {}).get("kind"),
             "cpu_model": env["cpu_model"],
+            "cpu": cpu_line(env["cpu"]),
+            "cpu_flags": " ".join(env["cpu"]["flags"]),
             "cpu_count": env["cpu_count"],
             "gpus": "; ".join(f"{g['name']} (driver {g['driver']})" for g in env["gpus"]) or "none",
             "os": env["os"],
@@ -199,8 +207,8 @@ def environment_rows(records):
             "git_commit": env["git_commit"],
             "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
         })
-    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu_count", "gpus", "os",
-               "hostname", "git_commit", "packages"]
+    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
+               "gpus", "os", "hostname", "git_commit", "packages"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
 
 

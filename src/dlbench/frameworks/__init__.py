@@ -39,3 +39,12 @@ def backend_modules(framework):
 
 def workload_module(workload, framework):
     return f"dlbench.workloads.{workload.replace('-', '_')}.{FRAMEWORKS[framework].module}"
+
+
+def reported(read):
+    """What a framework reports about itself (read()), None where this version cannot say:
+    a record's description never stops a run."""
+    try:
+        return read()
+    except Exception:  # a missing attribute or function in another version of the framework
+        return None

@@ -47,6 +47,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from dlbench.frameworks import reported
+from dlbench.numerics import denormals, flushed
 from dlbench.protocol import FrameworkError, Placement
 
 STRATEGIES = ("single", "sharding")
@@ -171,7 +173,24 @@ def describe(placement):
         "platform_version": devices[0].client.platform_version,
         # the JAX libraries of this env (Keras' JAX env has none of them)
         **{name: _installed(name) for name in ("flax", "optax", "grain")},
+        "framework_cpu": cpu_kernels(),
     }
+
+
+def cpu_kernels():
+    """What XLA's CPU backend says of itself (its device kind and platform version)."""
+    cpu = reported(lambda: jax.devices("cpu")[0])
+    return {"device_kind": reported(lambda: cpu.device_kind),
+            "platform_version": reported(lambda: cpu.client.platform_version)}
+
+
+def flushes_denormals():
+    """Denormal float32s times one in a jitted XLA computation on the CPU (arguments, not constants
+    that the compiler could fold; 2**20 of them)."""
+    cpu = jax.devices("cpu")[0]
+    inputs = jax.device_put(denormals(), cpu)
+    ones = jax.device_put(np.ones(inputs.shape, np.float32), cpu)
+    return flushed(jax.jit(jax.numpy.multiply)(inputs, ones))
 
 
 def _installed(distribution):

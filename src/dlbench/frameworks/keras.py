@@ -226,6 +226,11 @@ def describe(placement):
             "keras_backend_version": module.version(), "strategy": placement.handles["keras_strategy"]}
 
 
+def flushes_denormals():
+    """Keras' ops run in its engine's kernels: the engine's probe."""
+    return engine().flushes_denormals()
+
+
 def teardown(placement):
     engine(placement.handles["keras_backend"]).teardown(placement)
 

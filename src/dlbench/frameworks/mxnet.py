@@ -14,7 +14,8 @@ import signal
 import subprocess
 import sys
 
-from dlbench.frameworks import FRAMEWORKS
+from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.numerics import denormals, flushed
 from dlbench.protocol import FrameworkError, Placement
 from dlbench.record import gpus
 
@@ -174,7 +175,17 @@ def describe(placement):
                    "names": [g["name"] for g in gpus()[:placement.local_devices]] if gpu else []},
         "threads": {**placement.handles["thread_variables"], "contexts": placement.local_devices},
         "build_features": {name: features.is_enabled(name) for name in ("CUDA", "CUDNN", "MKLDNN", "OPENMP")},
+        "framework_cpu": {"enabled_features": reported(lambda: sorted(name for name, feature in features.items()
+                                                                      if feature.enabled))},
     }
+
+
+def flushes_denormals():
+    """Denormal float32s times one in MXNet's CPU kernel (2**20 of them: its engine and OpenMP threads)."""
+    import mxnet as mx
+
+    inputs = mx.nd.array(denormals(), ctx=mx.cpu(), dtype="float32")
+    return flushed((inputs * mx.nd.ones_like(inputs)).asnumpy())
 
 
 def teardown(placement):

@@ -5,6 +5,7 @@ gloo on CPUs, nccl on GPUs) and "dp" (DataParallel, one process driving every GP
 """
 import datetime
 import os
+import re
 import socket
 
 import torch
@@ -12,6 +13,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
+from dlbench.frameworks import reported
+from dlbench.numerics import denormals, flushed
 from dlbench.protocol import NotApplicable, Placement
 
 PORT_VARIABLE = "DLBENCH_TORCH_PORT"  # the rendezvous port of a ddp run, set before its processes start
@@ -48,6 +51,8 @@ def launch(spec, target, args):
 def setup(spec, device_kind, rank):
     processes = spec.devices if spec.strategy == "ddp" else 1
     threads = max(1, spec.threads // processes)
+    if spec.numerics == "flush":
+        torch.set_flush_denormal(True)  # PyTorch's own idiom; dlbench.numerics has already set the same bits
     torch.set_num_threads(threads)
     if device_kind == "gpu":
         device = torch.device("cuda", rank)
@@ -113,7 +118,23 @@ def describe(placement):
                    "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else []},
         "threads": {"torch_num_threads": torch.get_num_threads(), "processes": placement.processes},
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if gpu else None,
+        "framework_cpu": cpu_kernels(),
     }
+
+
+def cpu_kernels():
+    """What PyTorch says it uses on the CPU: the kernels' instruction set, oneDNN (mkldnn)."""
+    onednn = reported(lambda: re.search(r"(?:oneDNN|MKL-DNN) v([\w.]+)", torch.__config__.show()).group(1))
+    return {"cpu_capability": reported(torch.backends.cpu.get_cpu_capability),
+            "mkldnn_available": reported(torch.backends.mkldnn.is_available),
+            "mkldnn_enabled": reported(lambda: bool(torch.backends.mkldnn.enabled)),
+            "onednn_version": onednn}
+
+
+def flushes_denormals():
+    """Denormal float32s times one in PyTorch's CPU kernels (2**20 of them: its intra-op threads)."""
+    inputs = torch.from_numpy(denormals())
+    return flushed((inputs * torch.ones_like(inputs)).numpy())
 
 
 def teardown(placement):

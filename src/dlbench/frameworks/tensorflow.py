@@ -27,6 +27,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from dlbench.frameworks import reported
+from dlbench.numerics import denormals, flushed
 from dlbench.protocol import Placement, shard
 
 STRATEGIES = ("single", "mirrored", "multiworker")
@@ -193,7 +195,28 @@ def describe(placement):
                     "processes": placement.processes},
         "keras": keras.__version__,
         "cuda": build.get("cuda_version") if gpu else None, "cudnn": build.get("cudnn_version") if gpu else None,
+        "framework_cpu": cpu_kernels(build),
     }
+
+
+def cpu_kernels(build):
+    """What TensorFlow says it uses on the CPU: oneDNN (on by default on x86 Linux; the
+    TF_ENABLE_ONEDNN_OPTS variable turns it off) and the compiler of its kernels."""
+    def onednn_enabled():
+        from tensorflow.python.util import _pywrap_util_port  # private; what TF's own tests ask
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+
+    return {"onednn_enabled": reported(onednn_enabled),
+            "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
+            "cpu_compiler": build.get("cpu_compiler")}
+
+
+def flushes_denormals():
+    """Denormal float32s times one in TensorFlow's CPU kernel (eager; 2**20 of them: its intra-op threads)."""
+    with tf.device("/cpu:0"):
+        inputs = tf.constant(denormals())
+        return flushed(tf.multiply(inputs, tf.ones_like(inputs)).numpy())
 
 
 def teardown(placement):
