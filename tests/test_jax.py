@@ -1,9 +1,11 @@
 """The JAX backend (dlbench.frameworks.jax) and its workload modules, run in the jax environment:
 the data-parallel placement, one step on 1 and 2 devices, the parameter counts, the threads and
-device count set before JAX starts, and the grain loader's rounds."""
+device count set before JAX starts, the grain loader over the run's one order (read across the
+protocol's blocks, evaluation between them), the learning rate set mid-run."""
 import json
 import subprocess
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -84,7 +86,7 @@ def test_one_step_gives_the_same_loss_and_weights_on_one_and_two_devices(tmp_pat
     import numpy as np, jax
     w = workload(NAME)
     order = np.arange(128).reshape(1, 128)
-    loss = sum(float(w.train_step(b)) for b in w.batches(1, order))
+    loss = sum(float(w.train_step(b)) for b in w.batches(order, np.ones(1, int)))
     kernel = np.asarray(w.training.model_state()["layers"][0]["kernel"].get_value())
     print(json.dumps({"loss": loss, "kernel": kernel.ravel()[:64].tolist()}))
     """
@@ -123,78 +125,174 @@ def test_configure_sets_the_cpu_devices_and_threads_before_jax_starts_and_refuse
     assert out == {"devices": 2, "gpus": 0, "nproc": "1", "refused": True}
 
 
-def test_the_loader_workers_load_a_round_only_once_it_is_read_and_in_order(tmp_path):
+def test_the_loader_reads_the_training_round_across_blocks_and_evaluation_rounds_between(tmp_path):
+    """A training Feed of one long round (the run's order) read block by block and never to its
+    end, an evaluation Feed's rounds read between the blocks: each delivers exactly its
+    batches in order, with 0 and 2 workers; nothing of the order loads before its first
+    next(), and with workers only grain's buffer ahead of what was read; a round is refused
+    while the one before is unread; closing with a round unread returns."""
     out = run_jax("""
-    import os, time, numpy as np
-    try:
-        import grain  # noqa: F401
-    except ImportError:
-        print(json.dumps({"skip": "grain is not installed in the jax environment"}))
-        raise SystemExit
+    import os, tempfile, time, numpy as np
     spec = spec_of("one")
     placement = backend.setup(spec, "cpu", 0)
-    marks = os.path.join(SPECS["one"] + ".marks")
-    os.makedirs(marks)
-    orders = [np.arange(12).reshape(4, 3), np.arange(12)[::-1].reshape(4, 3).copy()]
+    order = np.arange(120).reshape(40, 3)
     results = {}
     for workers in (0, 2):
-        feed = backend.Feed(placement, [4, 4], workers, "test").start(Marked(marks))
-        seen = []
-        for order in orders:
-            elements = feed.round(order)
-            time.sleep(0.5)  # workers that did not wait would load now
-            early = len(os.listdir(marks))
-            seen.append([early, [e.tolist() for e in elements]])
-            for name in os.listdir(marks):
-                os.remove(os.path.join(marks, name))
-        feed.close()
-        results[workers] = seen
+        marks = {name: tempfile.mkdtemp(dir=os.path.dirname(SPECS["one"])) for name in ("train", "eval")}
+        train = backend.Feed(placement, [40], workers, "train").start(Marked(marks["train"]))
+        evaluation = backend.Feed(placement, [2, 2, 2, 2], workers, "eval").start(Marked(marks["eval"]))
+        batches = train.round(order)
+        time.sleep(0.5)  # workers that did not wait would load now
+        early = len(os.listdir(marks["train"]))
+        blocks, evals, read = [], [], 0
+        for steps, payload in ((3, [100, 101]), (4, [102, 103]), (2, None)):
+            blocks.append([next(batches).tolist() for _ in range(steps)])
+            read += steps
+            if payload is not None:
+                evals.append([int(e) for e in evaluation.round(np.array(payload))])
+        time.sleep(0.5)  # the workers fill grain's buffers
+        ahead = len(os.listdir(marks["train"])) - read
+        refused = []
+        try:
+            train.round(order)  # its one round is given
+        except RuntimeError as err:
+            refused.append("all given" in str(err))
+        partial = evaluation.round(np.array([104, 105]))
+        next(partial)
+        try:
+            evaluation.round(np.array([106, 107]))  # its elements would come after 105
+        except RuntimeError as err:
+            refused.append("unread" in str(err))
+        train.close()
+        evaluation.close()
+        results[workers] = {"early": early, "blocks": blocks, "evals": evals, "ahead": ahead, "refused": refused}
     print(json.dumps(results))
     """, tmp_path, helper=LOADER_HELPER, one=smoke_spec("mnist", "jax"))
-    if "skip" in out:
-        pytest.skip(out["skip"])
-    assert out["0"] == out["2"]
-    assert [early for early, _ in out["2"]] == [0, 0]
-    assert out["2"][0][1] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]]
-    assert out["2"][1][1][0] == [11, 10, 9]
+    rows = [[3 * i, 3 * i + 1, 3 * i + 2] for i in range(40)]
+    for workers in ("0", "2"):
+        got = out[workers]
+        assert got["blocks"] == [rows[0:3], rows[3:7], rows[7:9]]
+        assert got["evals"] == [[100, 101], [102, 103]]
+        assert got["early"] == 0
+        assert got["refused"] == [True, True]
+    assert out["0"]["ahead"] == 0  # no prefetch in the consuming thread
+    assert 1 <= out["2"]["ahead"] <= 4 * 2  # grain's buffers: at most 4 elements per worker (Feed)
 
 
 # A picklable element loader for the spawned workers: defined in an importable module, as a
 # workload module's loaders are (the snippet above runs as __main__, which a worker cannot import).
 LOADER_HELPER = """
 import sys, types
-try:
-    import cloudpickle
-except ImportError:  # no grain either: the test skips
-    cloudpickle = None
+import cloudpickle
 helper = types.ModuleType("jax_test_loader")
 exec('''
 import os
 class Marked:
     def __init__(self, folder):
         self.folder = folder
-    def __call__(self, order, round_index, position):
-        open(os.path.join(self.folder, f"{round_index}-{position}"), "w").close()
-        return order[position]
+    def __call__(self, payload, position):
+        open(os.path.join(self.folder, str(position)), "w").close()
+        return payload[0][position]
 ''', helper.__dict__)
 sys.modules["jax_test_loader"] = helper
 Marked = helper.Marked
-if cloudpickle is not None:
-    cloudpickle.register_pickle_by_value(helper)
+cloudpickle.register_pickle_by_value(helper)
 """
 
 
-def test_the_learning_rate_set_between_epochs_is_the_steps_without_a_new_compilation(tmp_path):
+def test_the_chestxray_loader_delivers_the_orders_batches_with_each_steps_epoch_across_blocks(tmp_path):
+    """The protocol's own loop (run_blocks) over the ChestX-ray training loader, 0 and 2 workers:
+    units of 3 steps over epochs of 4 steps, so that the epoch changes inside a block; every
+    step gets the batch of its (epoch, indices), as TrainBatch makes it directly."""
+    code = """
+    import numpy as np
+    from dlbench.protocol import RunClock, run_blocks
+    from dlbench.workloads.chestxray.jax import TrainBatch
+    w = workload("loader")
+    clock = RunClock(w.spec, w.placement, backend, w, None)
+    seen = []
+    def step(batch):
+        seen.append([np.asarray(x) for x in batch])
+        backend.hold(w.placement, batch)
+    w.train_step = step
+    run_blocks(w, clock)
+    direct = TrainBatch(w.train_paths, w.train_labels, w.spec.seed, w.spec.data.crop)
+    same = [all(np.array_equal(a, b) for a, b in zip(got, direct((clock.order, clock.epochs), i)))
+            for i, got in enumerate(seen)]
+    unread = w.loader.unread
+    backend.teardown(w.placement)
+    print(json.dumps({"same": same, "epochs": clock.epochs[:len(seen)].tolist(), "unread": unread,
+                      "order": len(clock.order)}))
+    """
+    for workers in (0, 2):
+        spec = smoke_spec("chestxray-loader", "jax", workers=workers)
+        spec = replace(spec, measure=replace(spec.measure, min_unit_steps=3, max_unit_steps=3))
+        out = run_jax(code, tmp_path, loader=spec)
+        assert out["same"] == [True] * 6, workers  # calibration (3 steps), steady (3)
+        assert out["epochs"] == [1, 1, 1, 1, 2, 2]  # 8 images, batches of 2
+        assert out["unread"] == out["order"] - 6 > 0  # the order is read only as far as the run went
+
+
+def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(tmp_path):
+    """A ChestX-ray run through the protocol's loop, real input, 0 and 2 workers: two
+    convergence segments, each evaluated on the validation images (the evaluation loader's
+    planned rounds, not queued behind the training order), then the units and the final test
+    evaluation; the same losses and metrics with and without workers."""
+    code = """
+    from dlbench.protocol import Results, RunClock, run_blocks
+    out = {}
+    for name in ("w0", "w2"):
+        w = workload(name)
+        results = Results(SPECS[name] + ".results.json")
+        clock = RunClock(w.spec, w.placement, backend, w, results)
+        run_blocks(w, clock)
+        planned = list(w.eval_loader.rounds_left)
+        final = w.final_evaluation()
+        out[name] = {"segments": [[s["steps"], s["loss"], s["metric"]] for s in results.data["segments"]],
+                     "units": [[u["kind"], u["loss"]] for u in results.data["units"]],
+                     "left_before_final": planned, "left_after": w.eval_loader.rounds_left,
+                     "test_loss": final["test_loss"], "unread": w.loader.unread}
+        backend.teardown(w.placement)
+    print(json.dumps(out))
+    """
+    specs = {}
+    for workers in (0, 2):
+        spec = smoke_spec("chestxray", "jax", input="real", workers=workers)
+        specs[f"w{workers}"] = replace(spec, convergence=replace(spec.convergence, steps=2, eval_every=1))
+    out = run_jax(code, tmp_path, **specs)
+    for run in out.values():
+        assert [steps for steps, _, _ in run["segments"]] == [1, 1]
+        assert all("valid_loss" in metric for _, _, metric in run["segments"])
+        assert [kind for kind, _ in run["units"]] == ["calibration", "steady"]
+        assert len(run["left_before_final"]) == 1 and run["left_after"] == []  # the planned rounds served
+        assert run["unread"] > 0
+    w0, w2 = out["w0"], out["w2"]
+    for a, b in zip(w0["segments"] + w0["units"], w2["segments"] + w2["units"]):
+        assert abs(a[1] - b[1]) < 1e-5
+    for a, b in zip(w0["segments"], w2["segments"]):
+        assert abs(a[2]["valid_loss"] - b[2]["valid_loss"]) < 1e-5
+    assert abs(w0["test_loss"] - w2["test_loss"]) < 1e-5
+
+
+def test_the_learning_rate_set_mid_run_is_the_steps_without_a_new_compilation(tmp_path):
+    """IMDB's set_learning_rate between two steps of the run's order: a rate of 0 leaves the
+    weights as they were, and the step is not compiled again."""
     out = run_jax("""
     import numpy as np
+    from dlbench.protocol import Plan, run_order
     w = workload("one")
-    order = np.arange(128).reshape(2, 64)
-    batches = list(w.batches(1, order))
-    w.train_step(batches[0])
-    before = np.asarray(w.training.model_state()["layers"][0]["kernel"].get_value())
-    w.training.set_learning_rate(0.0)
-    w.train_step(batches[1])
-    after = np.asarray(w.training.model_state()["layers"][0]["kernel"].get_value())
-    print(json.dumps({"unchanged": bool(np.array_equal(before, after)), "compilations": w.training.step._cache_size()}))
-    """, tmp_path, one=smoke_spec("mnist", "jax"))
-    assert out == {"unchanged": True, "compilations": 1}
+    order, epochs = run_order(w.n_train, w.spec.global_batch, w.spec.seed,
+                              Plan.max_steps(w.spec.measure, w.spec.convergence))
+    batches = w.batches(order, epochs)
+    w.train_step(next(batches))
+    before = np.asarray(w.training.model_state()["classifier"]["kernel"].get_value())
+    w.set_learning_rate(0.0)
+    w.train_step(next(batches))
+    after = np.asarray(w.training.model_state()["classifier"]["kernel"].get_value())
+    w.set_learning_rate(1e-3)
+    w.train_step(next(batches))
+    moved = np.asarray(w.training.model_state()["classifier"]["kernel"].get_value())
+    print(json.dumps({"unchanged": bool(np.array_equal(before, after)), "moved": not np.array_equal(after, moved),
+                      "compilations": w.training.step._cache_size()}))
+    """, tmp_path, one=smoke_spec("imdb", "jax"))
+    assert out == {"unchanged": True, "moved": True, "compilations": 1}

@@ -27,12 +27,16 @@ nnx.jit costs about 1 ms more (it traverses the module graph each time: 2.9 agai
 step at batch 2). The Flax guide's "performance considerations" recommend this form for hot
 loops.
 
-Loading (`Feed`): grain, the JAX ecosystem's loader. workers = 0: each epoch's batches are a
-grain MapDataset read in the consuming thread (no threads, no prefetch). workers > 0: ONE grain
-pipeline for the whole run (mp_prefetch, `workers` spawned worker processes, started in build
-and kept across epochs, as the other frameworks' loaders keep theirs); a worker loads an epoch's
-batches only once the epoch's iteration has begun (inside the clock), so nothing is loaded
-ahead outside the clock.
+Loading (`Feed`): grain, the JAX ecosystem's loader, fed rounds of work in order. Training is
+ONE round, the run's order (`feed_order`: every epoch back to back, as many batches as the run
+could take, read only as far as the run goes); an evaluation is a round of a Feed of its own, so
+that it is never queued behind the training order's unread batches. workers = 0: a round is a
+grain MapDataset read in the consuming thread (no threads, no prefetch). workers > 0: one grain
+pipeline per Feed (mp_prefetch, `workers` spawned worker processes, started in build and kept for
+the run, as the other frameworks' loaders keep theirs); a worker loads a round's elements only
+once its iteration has begun (the training order: inside the first block's clock), then stays
+within grain's buffers ahead of what was read (`Feed`), so nothing is loaded ahead outside the
+clock.
 """
 import bisect
 import gc
@@ -49,7 +53,7 @@ import numpy as np
 
 from dlbench.frameworks import reported
 from dlbench.numerics import denormals, flushed
-from dlbench.protocol import FrameworkError, Placement
+from dlbench.protocol import FrameworkError, Placement, Plan
 
 STRATEGIES = ("single", "sharding")
 BATCH_AXIS = "batch"
@@ -130,7 +134,7 @@ def barrier(placement):
 
 
 def sync(placement, pending):
-    """Wait for the device values of the epoch: `pending` (the sum of the step losses, which
+    """Wait for the device values of the block: `pending` (the sum of the step losses, which
     depends on every step through the state), else the last value a step handed to the backend
     (`hold`). All outputs of one XLA execution become ready together."""
     value = pending if pending is not None else placement.handles["pending"]
@@ -204,12 +208,29 @@ def _installed(distribution):
 
 def teardown(placement):
     """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave
-    them), after the last values are done and let go (a loader's batches live in shared memory)."""
+    them), after the last values are done and let go (a loader's batches live in shared memory);
+    then wait for grain to unlink that memory."""
     sync(placement, None)
     placement.handles["pending"] = None
     for feed in placement.handles["feeds"]:
         feed.close()
     placement.handles["feeds"].clear()
+    _unlink_released_batches()
+
+
+def _unlink_released_batches():
+    """grain unlinks the shared memory of the batches it handed out when they are let go, on a
+    thread of its own (SharedMemoryArray.enable_async_del): the last batches of a run, let go
+    just before os._exit, would be left to multiprocessing's resource tracker, which warns of
+    them. Its one thread works in order: a no-op queued now returns once the earlier are done."""
+    gc.collect()
+    try:
+        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
+    except ImportError:  # no grain, or another layout: nothing to wait for that we know of
+        return
+    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
+    if pool is not None:
+        pool.apply(int)
 
 
 # --- what the workload modules share -----------------------------------------------------------
@@ -222,7 +243,7 @@ def place_batch(placement, arrays):
 
 def make_adam(spec, learning_rate):
     """optax.adam with the spec's fields; the learning rate a hyperparameter in the optimizer
-    state (optax.inject_hyperparams), so that a schedule sets it between epochs without a new trace."""
+    state (optax.inject_hyperparams), so that a schedule sets it at any step without a new trace."""
     import optax
 
     opt = spec.optimizer
@@ -405,20 +426,26 @@ class HostArrays:
 
 
 class GatherBatch:
-    """An element loader: round payload = index batches (n, batch); element i = each array gathered at row i."""
+    """An element loader over the payload (order,): element i = each array gathered at the
+    order's row i (a whole index batch in one vectorised gather)."""
 
     def __init__(self, arrays):
         self.arrays = arrays
 
-    def __call__(self, order, round_index, position):
+    def __call__(self, payload, position):
+        order, = payload
         return self.arrays.gather(order[position])
 
 
+# Reading in the consuming thread: no threads, no prefetch.
+IN_THREAD = dict(num_threads=0, prefetch_buffer_size=0)
+
+
 class _GatedSource:
-    """grain's random-access source over the whole run: element k is (round r, position); a
-    round's elements wait until its payload file is published. Round 0 is the warm-up: one
-    empty element per worker, consumed when the feed starts, so that every worker process has
-    started (and imported its modules) before the first epoch."""
+    """grain's random-access source over every round of a Feed: element k is (round r,
+    position); a round's elements wait until its payload file is published. Round 0 is the
+    warm-up: one empty element per worker, consumed when the feed starts, so that every worker
+    process has started (and imported its modules) before the run."""
 
     POLL_S = 0.001
 
@@ -432,39 +459,44 @@ class _GatedSource:
 
     def _payload(self, r):
         if r not in self.cache:
-            path = os.path.join(self.folder, f"round-{r}.npy")
+            path = os.path.join(self.folder, f"round-{r}.npz")
             while not os.path.exists(path):
                 if os.path.exists(os.path.join(self.folder, "closed")):
                     raise RuntimeError("the loader was closed")
                 if os.getppid() != self.parent:  # the training process is gone
                     os._exit(1)
                 time.sleep(self.POLL_S)
-            self.cache = {r: np.load(path)}  # one round at a time
+            with np.load(path) as arrays:  # one round at a time
+                self.cache = {r: tuple(arrays[f"arr_{i}"] for i in range(len(arrays.files)))}
         return self.cache[r]
 
     def __getitem__(self, k):
         r = bisect.bisect_right(self.starts, k) - 1
         if r == 0:
             return np.zeros(0, np.int8)
-        return self.load(self._payload(r), r - 1, k - self.starts[r])
+        return self.load(self._payload(r), k - self.starts[r])
 
 
 class Feed:
-    """A grain loader fed one round at a time (an epoch's batches, one evaluation's batches).
+    """A grain loader fed one round at a time: the run's order (the training Feed's one round,
+    see `feed_order`), one evaluation's images (a round each).
 
     sizes: the number of elements of each round, in the order the rounds are read.
-    load(payload, round, position) -> element (numpy arrays), a picklable callable (it runs in
-    the workers): payload is the numpy array given to `round` (an epoch's index batches, the
-    paths of a split).
+    load(payload, position) -> element (numpy arrays), a picklable callable (it runs in the
+    workers): payload is the tuple of numpy arrays given to `round` (the order and each step's
+    epoch, the paths of a split).
 
     workers = 0: each round is grain.MapDataset.range(n).map(...) read in the consuming thread
-    (ReadOptions(num_threads=0, prefetch_buffer_size=0): no threads, no prefetch).
+    (IN_THREAD: no threads, no prefetch).
     workers > 0: one pipeline over every round, grain.MapDataset.source(...).to_iter_dataset()
-    .mp_prefetch(`workers` processes, grain's default buffer of one element each); worker i
-    loads elements i, i + workers, ... and grain interleaves them back in order. The workers
-    start in `start`; each waits for a round's payload (a file in the feed's folder), which `round`
-    publishes at the round's first next(): the loading is inside the clock, as with the other
-    frameworks' persistent workers, and nothing of an epoch loads before it starts.
+    .mp_prefetch(`workers` processes); worker i loads elements i, i + workers, ... and grain
+    interleaves them back in order. The workers start in `start`; each waits for a round's
+    payload (a file in the feed's folder), which `round` publishes at the round's first next():
+    nothing of a round loads before it is read. From then on a worker runs at most 4 elements
+    ahead of what was read (grain's default and smallest buffers: one in its hands, one in its
+    queue, two in this process's interleave thread for it).
+    A round's unread elements come before the next round's (the pipeline is one sequence):
+    a round may be left unread only if it is the Feed's last, as the training order is.
     """
 
     def __init__(self, placement, sizes, workers, name="feed"):
@@ -472,7 +504,7 @@ class Feed:
             import grain  # noqa: F401
         except ImportError as err:
             raise FrameworkError(f"the JAX loaders are grain's, which this environment lacks ({err})") from err
-        self.sizes, self.workers, self.next_round = list(sizes), workers, 0
+        self.sizes, self.workers, self.next_round, self.unread = list(sizes), workers, 0, 0
         # The workers' files: shared arrays, each round's payload (nothing with 0 workers).
         self.folder = tempfile.mkdtemp(prefix=f"dlbench-jax-{name}-") if workers > 0 else None
         self.load = self.iterator = None
@@ -491,10 +523,9 @@ class Feed:
             flags.FLAGS.mark_as_parsed()
         source = _GatedSource(self.folder, self.sizes, load, warmup=self.workers)
         dataset = (grain.MapDataset.source(source)
-                   .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0))
+                   .to_iter_dataset(grain.ReadOptions(**IN_THREAD))
                    .mp_prefetch(grain.MultiprocessingOptions(num_workers=self.workers)))
         self.iterator = iter(dataset)
-        np.save(os.path.join(self.folder, "round-0.npy"), np.zeros(0))
         for _ in range(self.workers):
             next(self.iterator)
         for path in Path(self.folder).glob("array-*.npy"):  # every worker has mapped them: the
@@ -505,27 +536,35 @@ class Feed:
         """HostArrays for load callables: shared through the folder when there are workers."""
         return HostArrays(arrays, self.folder if self.workers > 0 else None)
 
-    def round(self, payload, index=None):
-        """An iterator over the next round's elements (round `index`, if given, must be the
-        next); the round opens at its first next()."""
+    def round(self, *payload):
+        """An iterator over the next round's elements, load(payload, 0), load(payload, 1), ...;
+        the round opens at its first next()."""
         import grain
 
         r = self.next_round
-        if r >= len(self.sizes) or (index is not None and index != r):
-            raise RuntimeError(f"round {index} asked of a loader of {len(self.sizes)} rounds, whose next is {r}")
+        if r >= len(self.sizes):
+            raise RuntimeError(f"a round asked of a loader of {len(self.sizes)} rounds, all given")
+        if self.unread:
+            raise RuntimeError(f"round {r} asked of a loader whose round {r - 1} has {self.unread} elements unread")
         self.next_round += 1
         n = self.sizes[r]
-        if self.workers == 0:
-            load = self.load
-            return iter(grain.MapDataset.range(n).map(lambda i: load(payload, r, i))
-                        .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)))
-        staged = os.path.join(self.folder, f"staged-{r + 1}.npy")
-        np.save(staged, payload)  # written now, outside the clock; published at the first next()
+        self.unread += n
+        if self.workers > 0:
+            staged = os.path.join(self.folder, f"staged-{r + 1}.npz")
+            np.savez(staged, *payload)  # written now, outside the clock; published at the first next()
 
         def elements():
-            os.replace(staged, os.path.join(self.folder, f"round-{r + 1}.npy"))
+            if self.workers == 0:
+                load = self.load
+                source = iter(grain.MapDataset.range(n).map(lambda i: load(payload, i))
+                              .to_iter_dataset(grain.ReadOptions(**IN_THREAD)))
+            else:
+                os.replace(staged, os.path.join(self.folder, f"round-{r + 1}.npz"))
+                source = self.iterator
             for _ in range(n):
-                yield next(self.iterator)
+                element = next(source)
+                self.unread -= 1
+                yield element
 
         return elements()
 
@@ -544,3 +583,18 @@ class Feed:
             # left to multiprocessing's resource tracker by the protocol's os._exit
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder = None
+
+
+def order_feed(placement, spec, name):
+    """The training loader: a Feed of ONE round, the run's order, Plan.max_steps batches long
+    (dlbench.protocol.run_order), of which the run reads as many as its blocks take."""
+    return Feed(placement, [Plan.max_steps(spec.measure, spec.convergence)], spec.workers, name)
+
+
+def feed_order(placement, feed, order, *per_step):
+    """The device batches of the run's order through an `order_feed` (its one round): payload
+    (order, *per_step), e.g. each step's epoch."""
+    if feed.rounds_left != [len(order)]:
+        raise RuntimeError(f"the training loader has rounds {feed.rounds_left} left, "
+                           f"the run's order {len(order)} steps")
+    return (place_batch(placement, batch) for batch in feed.round(order, *per_step))

@@ -5,12 +5,15 @@ The model is the project's DenseNet-BC (as workloads/chestxray/pytorch.py builds
 layers, torchvision's module names and initialisation), channels last, BatchNorm with
 PyTorch's epsilon 1e-5 and momentum 0.1 (Flax's momentum 0.9: the weight of the old running
 value). 14 logits, sigmoid + binary cross-entropy, Adam at the base learning rate times the
-device count. Input "real": the preprocessed images through grain (dlbench.frameworks.jax.Feed:
-PIL decode, the shared seed's crop and flip, normalise, in the consuming thread or in `workers`
-persistent worker processes); "synthetic": the task's random tensors (channels last) in host
-memory, gathered by index % pool in the consuming thread, no loader. Evaluation decodes the
-validation and test images through a grain loader with `workers` workers too (kept for the run:
-one round per evaluation). One jit-compiled step per batch (dlbench.frameworks.jax.Training).
+device count. Input "real": the preprocessed images of the run's order through grain
+(dlbench.frameworks.jax.Feed, one round read as far as the run goes: PIL decode, the crop and
+flip the shared seed draws for each step's epoch and sample, normalise, in the consuming thread
+or in `workers` persistent worker processes); "synthetic": the task's random tensors (channels
+last) in host memory, gathered by index % pool in the consuming thread, no loader. Evaluation
+decodes the validation and test images through a grain loader of its own with `workers` workers
+too (kept for the run: one round per evaluation, after each convergence segment while the
+training order is still being read, and the final test). One jit-compiled step per batch
+(dlbench.frameworks.jax.Training).
 """
 import math
 
@@ -21,6 +24,7 @@ from flax import nnx
 
 from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import jax as backend
+from dlbench.protocol import Plan
 from dlbench.workloads.chestxray import ChestXray
 
 # --- the model: DenseNet-BC with torchvision's module names ----------------------------------------
@@ -138,28 +142,30 @@ def to_nhwc(images):
 
 
 class TrainBatch:
-    """A grain element loader: the index batch `position` of an epoch's order, each image decoded
-    with PIL, cropped and flipped as the shared seed draws for (epoch, index), normalised, channels
-    last; with its labels. Round r of the loader is epoch r + 1."""
+    """A grain element loader over the payload (order, epochs): the index batch `position` of
+    the run's order, each image decoded with PIL, cropped and flipped as the shared seed draws
+    for (the step's epoch, index), normalised, channels last; with its labels."""
 
     def __init__(self, paths, labels, seed, crop):
         self.paths, self.labels, self.seed, self.crop = paths, labels, seed, crop
 
-    def __call__(self, order, round_index, position):
-        epoch, indices = round_index + 1, order[position]
+    def __call__(self, payload, position):
+        order, epochs = payload
+        epoch, indices = int(epochs[position]), order[position]
         images = np.stack([train_transform(read_image(self.paths[i], "pillow"), sample_rng(self.seed, epoch, int(i)),
                                            self.crop, channels_last=True) for i in indices])
         return images, self.labels[indices]
 
 
 class EvalBatch:
-    """A grain element loader: batch `position` of a list of paths (payload), decoded with PIL,
-    centre-cropped, normalised (NCHW, as the task's evaluation passes inputs)."""
+    """A grain element loader over the payload (paths,): batch `position` of the paths, decoded
+    with PIL, centre-cropped, normalised (NCHW, as the task's evaluation passes inputs)."""
 
     def __init__(self, batch, crop):
         self.batch, self.crop = batch, crop
 
-    def __call__(self, paths, round_index, position):
+    def __call__(self, payload, position):
+        paths, = payload
         chunk = paths[position * self.batch:(position + 1) * self.batch]
         return np.stack([eval_transform(read_image(str(p), "pillow"), self.crop) for p in chunk])
 
@@ -183,13 +189,15 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
             self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels
             del self.synthetic_images, self.synthetic_labels
         else:
-            batches = self.n_train // spec.global_batch
-            self.loader = backend.Feed(self.placement, [batches] * spec.epochs, spec.workers, "chestxray")
+            self.loader = backend.order_feed(self.placement, spec, "chestxray")
             self.loader.start(TrainBatch(self.train_paths, self.train_labels, spec.seed, spec.data.crop))
         if self.placement.rank == 0:
-            # One round per evaluation, in the order the task evaluates: valid after every epoch, then test.
+            # A Feed of its own, not queued behind the training order's unread batches: one round
+            # per evaluation, in the order the task evaluates: valid after every convergence
+            # segment, then test.
             valid, test = (self.eval_batches(len(self.eval_files[split][0])) for split in ("valid", "test"))
-            self.eval_loader = backend.Feed(self.placement, [valid] * spec.epochs + [test], spec.workers,
+            segments = len(Plan(spec.measure, spec.convergence).segment_steps)
+            self.eval_loader = backend.Feed(self.placement, [valid] * segments + [test], spec.workers,
                                             "chestxray-eval").start(self.eval_load())
 
     def eval_batches(self, images):
@@ -198,9 +206,9 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
     def eval_load(self):
         return EvalBatch(self.spec.batch, self.spec.data.crop)
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         if self.spec.input == "real":
-            return (backend.place_batch(self.placement, batch) for batch in self.loader.round(order, epoch - 1))
+            return backend.feed_order(self.placement, self.loader, order, epochs)
         return self._synthetic_batches(order)
 
     def _synthetic_batches(self, order):
@@ -216,7 +224,7 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
         the next round of the evaluation loader, or (an evaluation out of its plan) a loader of
         its own."""
         n, loader, own = self.eval_batches(len(paths)), getattr(self, "eval_loader", None), False
-        if loader is None or loader.rounds_left[:1] != [n]:
+        if loader is None or loader.rounds_left[:1] != [n] or loader.unread:
             loader = backend.Feed(self.placement, [n], self.spec.workers, "chestxray-eval").start(self.eval_load())
             own = True
         try:

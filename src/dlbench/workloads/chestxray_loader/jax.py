@@ -1,9 +1,9 @@
 """The ChestX-ray training loader of JAX alone: the grain loader of the DenseNet-121 workload
 (dlbench.frameworks.jax.Feed over TrainBatch: PIL decode, the shared seed's crop and flip,
-normalise; `workers` persistent worker processes, or the consuming thread), each batch placed on
-the device (jax.device_put); no model.
+normalise; `workers` persistent worker processes, or the consuming thread) over the run's order,
+each batch placed on the device (jax.device_put); no model.
 
-The step takes the batch only: it hands it to the backend, whose sync waits for the epoch's
+The step takes the batch only: it hands it to the backend, whose sync waits for the block's
 last transfer before the clock stops (the transfers are asynchronous, and nothing else waits
 for them).
 """
@@ -15,12 +15,11 @@ from dlbench.workloads.chestxray_loader import ChestXrayLoader
 class JaxChestXrayLoader(ChestXrayLoader):
     def build_training(self):
         spec = self.spec
-        batches = self.n_train // spec.global_batch
-        self.loader = backend.Feed(self.placement, [batches] * spec.epochs, spec.workers, "chestxray-loader")
+        self.loader = backend.order_feed(self.placement, spec, "chestxray-loader")
         self.loader.start(TrainBatch(self.train_paths, self.train_labels, spec.seed, spec.data.crop))
 
-    def batches(self, epoch, order):
-        return (backend.place_batch(self.placement, batch) for batch in self.loader.round(order, epoch - 1))
+    def batches(self, order, epochs):
+        return backend.feed_order(self.placement, self.loader, order, epochs)
 
     def train_step(self, batch):
         """No loss: the batch is on its way to the device, that is all a loader does."""

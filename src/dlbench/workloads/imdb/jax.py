@@ -6,11 +6,12 @@ compiled step) -> the last step's output -> nnx.Linear logits. Hoisting the inpu
 all steps out of the scan, as cuDNN does, measured slower on the CPU (0.51 against 0.46 s a step
 at batch 32, 500 steps).
 
-The loader (dlbench.frameworks.jax.Feed): grain over the epoch's index batches, each batch
-gathered in one vectorised step (a worker gathers a whole batch); 0 workers: in the consuming
-thread; N workers: N grain worker processes, started in build and kept, reading the training
-arrays memory-mapped. The learning rate of the epoch is set in the optimizer state
-(optax.inject_hyperparams) before the epoch, outside the clock.
+The loader (dlbench.frameworks.jax.Feed): grain over the run's index batches (one round, read
+as far as the run goes), each batch gathered in one vectorised step (a worker gathers a whole
+batch); 0 workers: in the consuming thread; N workers: N grain worker processes, started in build
+and kept, reading the training arrays memory-mapped. Evaluation predicts the test arrays in
+memory, without the loader. The learning rate is a hyperparameter in the optimizer state
+(optax.inject_hyperparams), set by set_learning_rate at the step where the schedule changes it.
 """
 import numpy as np
 import optax
@@ -52,18 +53,19 @@ class JaxImdb(backend.ModelMethods, Imdb):
         self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
 
     def build_training(self):
-        adam = backend.make_adam(self.spec, self.spec.optimizer.lr)  # its rate set per epoch in batches()
+        adam = backend.make_adam(self.spec, self.spec.optimizer.lr)  # its rate set by set_learning_rate
         self.training = backend.Training(self.placement, self.model, adam, cross_entropy)
-        batches = self.n_train // self.spec.global_batch
-        self.loader = backend.Feed(self.placement, [batches] * self.spec.epochs, self.spec.workers, "imdb")
+        self.loader = backend.order_feed(self.placement, self.spec, "imdb")
         # The loader's copy in host memory (with workers, in its folder); no other copy is kept.
         arrays = self.loader.arrays((self.train_sequences.astype(np.int32), self.train_labels.astype(np.int32)))
         del self.train_sequences, self.train_labels
         self.loader.start(backend.GatherBatch(arrays))
 
-    def batches(self, epoch, order):
-        self.training.set_learning_rate(self.learning_rate(epoch))
-        return (backend.place_batch(self.placement, batch) for batch in self.loader.round(order, epoch - 1))
+    def batches(self, order, epochs):
+        return backend.feed_order(self.placement, self.loader, order)
+
+    def set_learning_rate(self, lr):
+        self.training.set_learning_rate(lr)
 
     def train_step(self, batch):
         return self.training(*batch)

@@ -57,7 +57,7 @@ class JaxMnist(backend.ModelMethods, Mnist):
         self.images, self.labels = to_nhwc(self.train_images), self.train_labels.astype(np.int32)
         del self.train_images, self.train_labels
 
-    def batches(self, epoch, order):
+    def batches(self, order, epochs):
         # One vectorised gather per batch, in the consuming thread, then onto the devices.
         return (backend.place_batch(self.placement, (self.images[indices], self.labels[indices]))
                 for indices in order)
