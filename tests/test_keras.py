@@ -1,12 +1,13 @@
-"""Keras 3 (dlbench.frameworks.keras) in its three environments: model.fit trains each epoch on
-exactly the protocol's order, with no loading outside the epoch's clock, on one device and data
-parallel, with Keras' loader in the training process and in worker processes; the backend check.
+"""Keras 3 (dlbench.frameworks.keras) in its three environments: model.fit trains each of the
+protocol's blocks on exactly the run's order, one fit epoch per block, across fit calls when
+the block length changes, with the learning rate of each step's epoch; nothing of the run
+loads before its first clock; on one device and data parallel, with Keras' loader in the
+training process and in worker processes; the backend check.
 
 A probe layer records what fit's train step receives: the steps and, per step, a
 position-weighted sum of the batch's sample ids, kept in non-trainable variables (as batch
-normalisation keeps its statistics) and read at each epoch's end; the PyDataset's loads are
-logged with their times (from every process: monotonic clocks) and the epoch whose order they
-read.
+normalisation keeps its statistics) and read at each block's end; the loads are logged with
+their times (from every process: monotonic clocks) and the run's step whose batch they read.
 """
 import dataclasses
 import json
@@ -16,8 +17,8 @@ import textwrap
 import pytest
 
 from conftest import REPO, venv_python
-from dlbench.protocol import epoch_order
-from dlbench.specs import spec_to_json
+from dlbench.protocol import Plan, run_order
+from dlbench.specs import Convergence, Measure, spec_to_json
 from specs import smoke_spec
 
 pytestmark = pytest.mark.slow
@@ -32,13 +33,21 @@ def in_smoke_data(smoke_data):
     WORKDIR = smoke_data
 
 
-SAMPLES, BATCH, EPOCHS = 64, 8, 3
+SAMPLES, BATCH = 64, 8
+# Blocks of 3 (a convergence segment), then calibration units of 2 and 4 steps (4 is the most:
+# no unit reaches the absurd minimum time), a warm-up unit and 2 steady units of 4 (any two
+# units agree within the tolerance): 21 steps over the epochs 1 to 3 of 8 steps each, and
+# three fit calls, one per length.
+MEASURE = Measure(min_unit_seconds=1e9, min_unit_steps=2, max_unit_steps=4, warmup_tolerance=1e9,
+                  max_warmup_units=3, steady_units=2)
+CONVERGENCE = Convergence(steps=3, eval_every=3)
+BLOCKS = [("segment", 3), ("calibration", 2), ("calibration", 4), ("warmup", 4), ("steady", 4), ("steady", 4)]
 
 PROBE = """
 import json, os, sys, time
 import numpy as np
 from dlbench.frameworks import keras as backend
-from dlbench.protocol import EpochClock, Workload
+from dlbench.protocol import RunClock, Workload
 from dlbench.specs import spec_from_dict
 
 with open(SPEC) as f:
@@ -92,7 +101,7 @@ class Probed(backend.FitMethods, Workload):
 
     def build_training(self):
         self.compile("mse", 0.01, labels=np.zeros((1, 1), np.float32), outputs=np.zeros((1, 1), np.float32))
-        self.train_data = backend.epoch_batches(load, SAMPLES // spec.global_batch, spec.global_batch, WORKERS)
+        self.train_data = backend.run_batches(load, spec.global_batch, WORKERS)
 
     def load_weights(self, weights):
         pass  # the probe's model, not MNIST's: the shared start of the spec's MNIST model does not apply
@@ -104,17 +113,13 @@ class Probed(backend.FitMethods, Workload):
         return {}
 
 
-class Clock(EpochClock):
-    def begin(self, epoch):
-        events.append(["begin", epoch, time.monotonic()])
-        return super().begin(epoch)
-
+class Clock(RunClock):
     def start(self):
         super().start()
-        events.append(["start", self.epoch, time.monotonic(), self.order.tolist()])
+        events.append(["start", time.monotonic(), self.upcoming().kind, self.steps_done])
 
     def stop(self, steps, loss_sum, pending=None):
-        events.append(["stop", self.epoch, time.monotonic(), steps,
+        events.append(["stop", time.monotonic(), steps,
                        float(keras.ops.convert_to_numpy(workload.probe.steps)),
                        float(keras.ops.convert_to_numpy(workload.probe.signature)),
                        float(keras.ops.convert_to_numpy(workload.model.optimizer.learning_rate))])
@@ -122,7 +127,6 @@ class Clock(EpochClock):
 
 
 workload = Probed(spec, placement, backend)
-events.append(["build", 0, time.monotonic()])
 workload.build()
 clock = Clock(spec, placement, backend, workload, None)
 workload.fit(clock)
@@ -134,7 +138,7 @@ print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "re
 
 def run_probe(framework, tmp_path, workers, devices=1, strategy="single"):
     spec = smoke_spec("mnist", framework, batch=BATCH // devices, devices=devices, strategy=strategy)
-    spec = dataclasses.replace(spec, epochs=EPOCHS)
+    spec = dataclasses.replace(spec, measure=MEASURE, convergence=CONVERGENCE)
     (tmp_path / "spec.json").write_text(spec_to_json(spec))
     script = (f"SPEC = {str(tmp_path / 'spec.json')!r}\nLOG = {str(tmp_path / 'loads.jsonl')!r}\n"
               f"SAMPLES, WORKERS = {SAMPLES}, {workers}\n" + PROBE)
@@ -144,57 +148,53 @@ def run_probe(framework, tmp_path, workers, devices=1, strategy="single"):
     return spec, json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def signature(orders, replicas=1):
-    """The probe's value after each epoch: sum over the run's steps s of s * sum_j (j + 1) * id_j
+def signature(order, replicas=1):
+    """The probe's value after each step: sum over the run's steps s of s * sum_j (j + 1) * id_j
     (under a tf.distribute strategy, of the first replica's slice)."""
-    values, total, step = [], 0, 0
-    for order in orders:
-        for batch in order:
-            step += 1
-            part = batch[:len(batch) // replicas]
-            total += step * sum((j + 1) * int(i) for j, i in enumerate(part))
+    values, total = [], 0
+    for step, batch in enumerate(order, start=1):
+        part = batch[:len(batch) // replicas]
+        total += step * sum((j + 1) * int(i) for j, i in enumerate(part))
         values.append(total)
     return values
 
 
-def check_epochs(spec, out, stand_in_loads=0):
-    """Every epoch trains on exactly clock.begin(epoch)'s order, in order; its batches load
-    between its clock's start and stop, each once; before the first epoch at most
-    `stand_in_loads` loads of the stand-in order, none after."""
-    events = {(kind, epoch): rest for kind, epoch, *rest in out["events"]}
-    orders = [epoch_order(SAMPLES, spec.global_batch, spec.seed, e) for e in range(1, EPOCHS + 1)]
-    expected = signature(orders, out["replicas"] if spec.strategy == "mirrored" else 1)
-    for epoch, order in enumerate(orders, start=1):
-        start, clock_order = events[("start", epoch)]
-        stop, steps, probe_steps, probe_signature, lr = events[("stop", epoch)]
-        assert clock_order == order.tolist()
-        assert steps == len(order) and probe_steps == epoch * len(order)
-        assert probe_signature == expected[epoch - 1], f"epoch {epoch}: the steps saw other batches than its order"
-        assert lr == pytest.approx(0.01 / epoch)
-        loads = [load for load in out["loads"] if load["epoch"] == epoch]
-        assert sorted(load["indices"] for load in loads) == sorted(order.tolist()), f"epoch {epoch}: loads"
-        assert all(start <= load["t0"] and load["t1"] <= stop for load in loads), \
-            f"epoch {epoch}: a batch loaded outside the clock ({start:.3f}..{stop:.3f}): " \
-            f"{[(round(x['t0'], 3), round(x['t1'], 3)) for x in loads if not start <= x['t0'] <= x['t1'] <= stop]}"
-    stand_in = [load for load in out["loads"] if load["epoch"] == 0]
-    assert len(stand_in) <= stand_in_loads
-    assert all(load["t1"] <= events[("begin", 1)][0] for load in stand_in)
+def check_blocks(spec, out, loads_before_run=0):
+    """Every block trains on exactly the run's next steps, in order, with the learning rate of
+    the next step's epoch after it; every step's batch is loaded, none before the run's first
+    clock but `loads_before_run` (one batch's shapes, a strategy's read-ahead), none trained."""
+    order, epochs = run_order(SAMPLES, spec.global_batch, spec.seed, Plan.max_steps(MEASURE, CONVERGENCE))
+    expected = signature(order, out["replicas"] if spec.strategy == "mirrored" else 1)
+    starts = [e for e in out["events"] if e[0] == "start"]
+    stops = [e for e in out["events"] if e[0] == "stop"]
+    assert [(kind, stop[2]) for (_, _, kind, _), stop in zip(starts, stops)] == BLOCKS
+    done = 0
+    for (_, start, kind, steps_before), (_, stop, steps, probe_steps, probe_signature, lr) in zip(starts, stops):
+        assert steps_before == done and start < stop
+        done += steps
+        assert probe_steps == done, f"{kind}: fit ran {probe_steps} steps in all, the clock counted {done}"
+        assert probe_signature == expected[done - 1], f"{kind} block to step {done}: other batches than the order's"
+        assert lr == pytest.approx(0.01 / epochs[done]), f"the learning rate after step {done}"
+    run_loads = [load for load in out["loads"] if load["t0"] >= starts[0][1]]
+    loaded = {tuple(load["indices"]) for load in run_loads}
+    assert all(tuple(batch) in loaded for batch in order[:done]), "a step's batch was never loaded in the run"
+    assert len(out["loads"]) - len(run_loads) <= loads_before_run
     return out
 
 
-# keras-tensorflow reads the first two items once, for tf.data's signature (outside any clock)
-SIGNATURE_PROBE = {"keras-tensorflow": 2, "keras-jax": 0, "keras-torch": 0}
+# keras-tensorflow reads one batch for its tf.data pipeline's shapes before the first fit
+LOADS_BEFORE_RUN = {"keras-tensorflow": 1, "keras-jax": 0, "keras-torch": 0}
 
 
 @pytest.mark.parametrize("framework", ["keras-tensorflow", "keras-jax", "keras-torch"])
 @pytest.mark.parametrize("workers", [0, 2])
-def test_each_epoch_trains_on_exactly_its_order_and_loads_inside_its_clock(framework, workers, tmp_path):
+def test_each_block_trains_on_exactly_the_runs_next_steps(framework, workers, tmp_path):
     spec, out = run_probe(framework, tmp_path, workers)
-    check_epochs(spec, out, SIGNATURE_PROBE[framework])
-    pids = {load["pid"] for load in out["loads"] if load["epoch"] > 0}
-    if workers:
+    check_blocks(spec, out, LOADS_BEFORE_RUN[framework])
+    pids = {load["pid"] for load in out["loads"]}
+    if workers and framework != "keras-tensorflow":
         assert out["main_pid"] not in pids, "the batches load in Keras' worker processes"
-    else:
+    elif not workers:
         assert pids == {out["main_pid"]}
 
 
@@ -202,17 +202,17 @@ def test_each_epoch_trains_on_exactly_its_order_and_loads_inside_its_clock(frame
 def test_keras_jax_data_parallel_trains_on_the_protocol_order(workers, tmp_path):
     spec, out = run_probe("keras-jax", tmp_path, workers=workers, devices=2, strategy="data-parallel")
     assert out["replicas"] == 2
-    check_epochs(spec, out)
+    check_blocks(spec, out)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_keras_tensorflow_mirrored_trains_on_the_protocol_order(workers, tmp_path):
-    """Under a strategy Keras' TensorFlow trainer reads a batch before the first epoch, besides
-    the two of tf.data's signature: its iterator (tf.data's prefetch, or Keras' enqueuer) loads
-    up to an epoch of the stand-in order then, outside any clock, and none of it is trained on."""
+    """Under a strategy Keras' TensorFlow trainer reads a batch before the first block, besides
+    the one for the pipeline's shapes, through the distributed dataset's read-ahead (measured: 5
+    batches with 0 workers), outside any clock: none of it is trained on."""
     spec, out = run_probe("keras-tensorflow", tmp_path, workers=workers, devices=2, strategy="mirrored")
     assert out["replicas"] == 2
-    check_epochs(spec, out, stand_in_loads=2 + SAMPLES // BATCH)
+    check_blocks(spec, out, loads_before_run=1 + SAMPLES // BATCH)
 
 
 def test_keras_torch_has_no_data_parallel_strategy(tmp_path):

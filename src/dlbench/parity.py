@@ -46,9 +46,11 @@ def train_losses(workload, steps):
     spec = workload.spec
     order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, steps)
     order = workload.placement.local(order)
-    if hasattr(workload, "fit"):  # Keras: model.fit over the workload's own PyDataset, one step an epoch
-        workload.begin_epoch(1, order, workload.epoch_info(1))
-        history = workload.model.fit(workload.train_data, epochs=steps, steps_per_epoch=1, shuffle=False, verbose=0)
+    if hasattr(workload, "fit"):  # Keras: model.fit over the workload's own input, one step an epoch
+        from dlbench.frameworks.keras import fit_input
+
+        workload.train_data.set_run(order, epochs)
+        history = workload.model.fit(fit_input(workload), epochs=steps, steps_per_epoch=1, shuffle=False, verbose=0)
         return [float(loss) for loss in history.history["loss"]]
     losses = []
     for batch in workload.batches(order, epochs):

@@ -1,6 +1,6 @@
 """Keras 3's backend, one module for the frameworks keras-tensorflow, keras-jax and keras-torch
 (the contract: dlbench.protocol), and what the Keras workload modules share: the PyDataset of
-the epoch's order, the callback that drives the protocol's clock, model.fit, predictions.
+the run's order, the callback that drives the protocol's clock, model.fit, predictions.
 
 Which Keras backend runs is the environment's KERAS_BACKEND (envs/keras-<backend>.yaml sets
 it; the venv's interpreter wrapper exports it), never this code: `check_backend` only checks
@@ -22,52 +22,40 @@ is not applicable. Either engine splits each global batch into contiguous per-re
 slices, replica r taking slice r, as dlbench.protocol.shard does.
 
 Training is Keras' own loop: model.compile(Adam, the loss, jit_compile left to Keras' default
-per backend: XLA on JAX, not on TensorFlow on a CPU nor on torch), then one model.fit over all
-the epochs with shuffle=False and verbose=0, over an `EpochBatches` PyDataset whose item i is
-batch i of the current epoch's order. `ClockCallback` drives the protocol's EpochClock from
-fit's per-epoch hooks: on_epoch_begin takes the epoch's order (clock.begin), sets it on the
-PyDataset, applies the epoch's info (the learning rate), reads optimizer.iterations and starts
-the clock; on_epoch_end stops it with the steps Keras ran (optimizer.iterations after minus
-before), the epoch's mean loss from fit's logs times the steps, and (JAX) the trainable
-variables' values to block on. No per-batch hooks: they would turn off Keras' asynchronous
-batch-end dispatch. Evaluation runs in on_epoch_end, after the clock has stopped.
+per backend: XLA on JAX, not on TensorFlow on a CPU nor on torch), then model.fit with
+shuffle=False and verbose=0, one fit epoch per block of the protocol (steps_per_epoch = the
+block's steps): `ClockCallback` starts the RunClock in on_epoch_begin and stops it in
+on_epoch_end with the steps Keras ran (optimizer.iterations after minus before), the block's
+mean loss from fit's logs times the steps, and (JAX) the trainable variables' values to block
+on; when the next block has another length (calibration) it stops fit, and `FitMethods.fit`
+calls fit again from the run's next step. With steps_per_epoch set, Keras' EpochIterator keeps
+its iterator across fit epochs (keras/src/trainers/epoch_iterator.py): the warm-up and steady
+units of one length run over one iterator. No per-batch hooks: they would turn off Keras'
+asynchronous batch-end dispatch. The learning rate follows the task's schedule by the run's
+step, as a LearningRateSchedule of the optimizer's iterations (`RunSchedule`).
 
-Loading: PyDataset(workers=spec.workers, use_multiprocessing=True). With 0 workers Keras has
-no enqueuer: batches load in the training process as fit asks for them. With N > 0 workers
-Keras' OrderedEnqueuer loads them in a multiprocessing pool of N processes (forked, so they see
-the order the callback set), up to max_queue_size (Keras' default, 10) batches ahead, and
-yields them in index order. Threads would not be N workers: Keras runs a PyDataset of one
-thread worker in the training thread, and threads share the GIL. Per backend, fit reads the
-PyDataset so (keras/src/backend/<backend>/trainer.py): JAX, a plain iterator on a CPU (on a GPU
-it starts each batch's transfer one batch ahead, within the epoch); torch, a DataLoader without
-workers over it; TensorFlow, tf.data.Dataset.from_generator, with prefetch(AUTOTUNE) when there
-is no enqueuer: with 0 workers one tf.data thread runs the loading ahead of the step, as Keras
-does for any PyDataset on TensorFlow.
+Loading: a `RunBatches` PyDataset whose item i is the batch of the run's step offset + i,
+PyDataset(workers=spec.workers, use_multiprocessing=True). With 0 workers Keras has no
+enqueuer: batches load in the training process as fit asks for them. With N > 0 workers
+Keras' OrderedEnqueuer loads them in a multiprocessing pool of N processes, up to
+max_queue_size (10) batches ahead, in index order; the enqueuer stops at every fit epoch's end
+and does not resume where it was, so with workers each block is a fit of its own (a new
+iterator from the block's first step; the pool's start inside the block's clock, as in any fit
+epoch). JAX reads the PyDataset as a plain iterator on a CPU, torch through a DataLoader without
+workers. keras-tensorflow is given a tf.data pipeline of the same batches instead (`tf_pipeline`:
+the same load through tf.numpy_function, `workers` parallel calls), the TensorFlow modules'
+idiom: Keras would read a PyDataset through tf.data.Dataset.from_generator, which sets glibc's
+M_TRIM_THRESHOLD for the whole process, and the two TensorFlow frameworks would differ in the
+allocator rather than in Keras.
 
-The order, and when loading happens (Keras 3.15.1's source, checked by tests/test_keras.py in
-the three environments, 0 and 2 workers, one device and data parallel):
-- fit makes a new iterator of the PyDataset for each epoch (EpochIterator, steps_per_epoch
-  None) and starts it at the epoch's first batch, after on_epoch_begin has set the order; the
-  enqueuer starts there too (PyDatasetAdapter.on_epoch_begin), and makes its process pool then.
-  So no batch of an epoch loads before clock.start(), and each epoch's worker start-up is
-  inside its clock: Keras keeps no workers across epochs (PyTorch's persistent ones are
-  started in build). The enqueuer's stop at the epoch's end also waits 0.1 s on its empty queue
-  (PyDatasetEnqueuer.stop), inside the clock.
-- The enqueuer submits exactly len(PyDataset) batches and stops after the last: nothing loads
-  across an epoch's end. On TensorFlow the iterator Keras makes at an epoch's end for the next
-  epoch is replaced at the next epoch's start, before it is read.
-- Before the first epoch fit builds what is still unbuilt from one batch that it reads
-  (Trainer._symbolic_build; on TensorFlow under a tf.distribute strategy always,
-  TensorFlowTrainer._maybe_symbolic_build). Its iterator may load more (tf.data's prefetch, the
-  enqueuer's queue), outside any clock, and PyDatasetEnqueuer.stop keeps the enqueuer's loaded
-  batches "for the next run": they would be served first in epoch 1, batches of no epoch's
-  order (the test sees this without the two measures here). So `FitMethods.compile` builds
-  the compiled loss and the optimizer beforehand, after which JAX, torch, and TensorFlow with
-  Keras' default strategy read no batch before epoch 1; and `ClockCallback.on_train_begin`
-  empties the enqueuer's ready queue (`drop_queued_batches`), for the TensorFlow strategies.
-- Whatever fit reads before the first epoch (those reads; on TensorFlow the first two items,
-  from which from_generator's signature is taken, PyDatasetAdapter.get_tf_dataset) comes
-  from a stand-in order, the first global batch's indices, loaded as epoch 0.
+What fit reads before the first block (checked by tests/test_keras.py in the three
+environments, 0 and 2 workers, one device and data parallel): `FitMethods.compile` builds the
+compiled loss and the optimizer beforehand, so JAX, torch, and TensorFlow with Keras' default
+strategy read no batch before it (keras-tensorflow reads one, once, for its pipeline's shapes).
+Under a tf.distribute strategy TensorFlow's trainer always builds from a batch it reads
+(TensorFlowTrainer._maybe_symbolic_build), with its iterator's read-ahead, outside any clock
+and never trained on; `ClockCallback.on_train_begin` empties the enqueuer's ready queue
+(`drop_queued_batches`), which PyDatasetEnqueuer.stop keeps "for the next run".
 """
 import contextlib
 import dataclasses
@@ -242,32 +230,29 @@ def _keras_classes():
     """The classes that subclass Keras' own, made at first use (Keras is imported after configure)."""
     import keras
 
-    class EpochBatches(keras.utils.PyDataset):
-        """Item i: batch i of the epoch's order, load(epoch, indices) in this process or in one
-        of Keras' `workers` worker processes.
+    class RunBatches(keras.utils.PyDataset):
+        """Item i: the batch of the run's step `offset` + i, load(its epoch, its indices), in this
+        process or in one of Keras' `workers` worker processes. Before set_run (what fit may read
+        before its first epoch: see the module's docstring) every item is a stand-in, the batch of
+        the first global batch's indices, loaded as epoch 0."""
 
-        Before the first set_order (what fit reads before its first epoch: see the module's
-        docstring), every item is a stand-in: the batch of the first global batch's indices,
-        loaded as epoch 0."""
-
-        def __init__(self, load, n_batches, batch, workers):
+        def __init__(self, load, batch, workers):
             super().__init__(workers=workers, use_multiprocessing=workers > 0)
-            self.load, self.n_batches = load, n_batches
-            self.epoch, self.order = 0, np.arange(batch).reshape(1, batch)  # the stand-in
+            self.load, self.offset = load, 0
+            self.order, self.epochs = np.arange(batch).reshape(1, batch), np.zeros(1, dtype=np.int64)  # the stand-in
 
-        def set_order(self, epoch, order):
-            if len(order) != self.n_batches:
-                raise ValueError(f"an epoch of {len(order)} batches, the PyDataset has {self.n_batches}")
-            self.epoch, self.order = epoch, order
+        def set_run(self, order, epochs):
+            self.order, self.epochs = order, epochs
 
         def __len__(self):
-            return self.n_batches
+            return len(self.order) - self.offset
 
         def __getitem__(self, index):
-            return self.load(self.epoch, self.order[index if self.epoch else 0])
+            step = self.offset + index
+            return self.load(int(self.epochs[step]), self.order[step])
 
     class ClockCallback(keras.callbacks.Callback):
-        """Drives the protocol's EpochClock from fit's per-epoch hooks (see the module's docstring)."""
+        """Drives the protocol's RunClock from fit's per-epoch hooks: one fit epoch, one block."""
 
         def __init__(self, workload, clock):
             super().__init__()
@@ -281,8 +266,6 @@ def _keras_classes():
             drop_queued_batches(self.workload.train_data)
 
         def on_epoch_begin(self, epoch, logs=None):
-            order = self.clock.begin(epoch + 1)  # Keras counts epochs from 0
-            self.workload.begin_epoch(epoch + 1, order, self.clock.info)
             self.iterations = self._iterations()
             self.clock.start()
 
@@ -290,8 +273,26 @@ def _keras_classes():
             steps = self._iterations() - self.iterations
             loss = (logs or {}).get("loss")
             self.clock.stop(steps, None if loss is None else float(loss) * steps, self.workload.pending())
+            upcoming = self.clock.upcoming()
+            if upcoming is None or upcoming.steps != steps:
+                self.model.stop_training = True  # fit again with the next length (or the run is done)
 
-    return {"EpochBatches": EpochBatches, "ClockCallback": ClockCallback}
+    class RunSchedule(keras.optimizers.schedules.LearningRateSchedule):
+        """The learning rate of the run's step (the optimizer's iterations), by its epoch: the
+        task's epoch_info as a table looked up in the step, Keras' idiom for a schedule."""
+
+        def __init__(self, rates):
+            super().__init__()
+            self.rates = rates
+
+        def __call__(self, step):
+            index = keras.ops.minimum(keras.ops.cast(step, "int32"), len(self.rates) - 1)
+            return keras.ops.take(keras.ops.convert_to_tensor(self.rates), index)
+
+        def get_config(self):
+            return {"rates": [float(r) for r in self.rates]}
+
+    return {"RunBatches": RunBatches, "ClockCallback": ClockCallback, "RunSchedule": RunSchedule}
 
 
 def drop_queued_batches(dataset):
@@ -299,8 +300,8 @@ def drop_queued_batches(dataset):
     read before the first epoch, which PyDatasetEnqueuer.stop keeps "for the next run" and its
     get() would serve first in epoch 1 (Keras 3.15.1; see the module's docstring). fit makes the
     enqueuer and keeps it to itself: it is found among the objects the garbage collector tracks."""
-    if not dataset.workers:
-        return  # no enqueuer
+    if not getattr(dataset, "workers", 0):
+        return  # no enqueuer (or a tf.data pipeline)
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetEnqueuer
 
     for enqueuer in [obj for obj in gc.get_objects() if isinstance(obj, PyDatasetEnqueuer)]:
@@ -312,29 +313,67 @@ def drop_queued_batches(dataset):
                     break
 
 
-def epoch_batches(load, n_batches, batch, workers):
-    """A keras.utils.PyDataset of the epoch's order (EpochBatches); load(epoch, indices) -> a batch."""
-    return _keras_classes()["EpochBatches"](load, n_batches, batch, workers)
+def run_batches(load, batch, workers):
+    """A keras.utils.PyDataset of the run's order (RunBatches); load(epoch, indices) -> a batch."""
+    return _keras_classes()["RunBatches"](load, batch, workers)
 
 
 def clock_callback(workload, clock):
     return _keras_classes()["ClockCallback"](workload, clock)
 
 
+def tf_pipeline(dataset):
+    """keras-tensorflow's input: a tf.data pipeline over the same items as the PyDataset
+    `dataset` (from its offset on), each batch loaded by the same load(epoch, indices) through
+    tf.numpy_function, `workers` parallel calls and as many prefetched (none with 0 workers), as
+    the TensorFlow modules' loaders do. Keras would read a PyDataset through
+    tf.data.Dataset.from_generator, which sets glibc's M_TRIM_THRESHOLD for the whole process
+    (the TensorFlow backend's comments): with it the two TensorFlow frameworks' input paths
+    would differ in the allocator, not in Keras."""
+    import tensorflow as tf
+
+    from dlbench.frameworks.tensorflow import loader_options
+
+    if not hasattr(dataset, "example"):  # one batch's dtypes and shapes, loaded once (before the first fit)
+        dataset.example = dataset.load(int(dataset.epochs[0]), dataset.order[0])
+    example = dataset.example
+    dtypes = [tf.as_dtype(part.dtype) for part in example]
+
+    def load(epoch, indices):
+        return dataset.load(int(epoch), indices)
+
+    def load_batch(epoch, indices):
+        parts = tf.numpy_function(load, [epoch, indices], dtypes, stateful=False)
+        for part, shape in zip(parts, (e.shape for e in example)):
+            part.set_shape(shape)
+        return tuple(parts)
+
+    steps = slice(dataset.offset, None)
+    workers = dataset.workers
+    data = tf.data.Dataset.from_tensor_slices((dataset.epochs[steps], dataset.order[steps])).map(
+        load_batch, num_parallel_calls=workers or None)
+    if workers:
+        data = data.prefetch(workers)
+    return data.with_options(loader_options(workers))
+
+
+def fit_input(workload):
+    """What model.fit reads: the workload's PyDataset (keras-jax, keras-torch), or on TensorFlow
+    a tf.data pipeline of the same batches (tf_pipeline)."""
+    if workload.placement.handles["keras_backend"] == "tensorflow":
+        return tf_pipeline(workload.train_data)
+    return workload.train_data
+
+
 def fit_epoch_iterator(dataset):
     """The iterator that model.fit makes of a PyDataset on this backend (keras/src/backend/
-    <backend>/trainer.py: TFEpochIterator under the current tf.distribute strategy,
-    JAXEpochIterator, TorchEpochIterator), for a loop that reads the batches as fit does
-    without a model (the loader benchmark). Keras' private API, of the pinned Keras 3.15.1."""
+    <backend>/trainer.py: JAXEpochIterator, TorchEpochIterator), for a loop that reads the
+    batches as fit does without a model (the loader benchmark). Keras' private API, of the
+    pinned Keras 3.15.1. On TensorFlow fit reads the tf_pipeline, iterated as it is."""
     import keras
 
     name = keras.backend.backend()
-    if name == "tensorflow":
-        import tensorflow as tf
-        from keras.src.backend.tensorflow.trainer import TFEpochIterator
-
-        iterator = TFEpochIterator(x=dataset, shuffle=False, distribute_strategy=tf.distribute.get_strategy())
-    elif name == "jax":
+    if name == "jax":
         from keras.src.backend.jax.trainer import JAXEpochIterator
 
         iterator = JAXEpochIterator(x=dataset, shuffle=False)
@@ -347,8 +386,9 @@ def fit_epoch_iterator(dataset):
 
 
 def epoch_of(epoch_iterator):
-    """One epoch of a fit_epoch_iterator, batch by batch, as fit's train function receives them
-    (torch: a list of the step's batches; TensorFlow and JAX: the iterator it reads one from)."""
+    """The batches of a fit_epoch_iterator (one epoch: the whole run), batch by batch, as fit's
+    train function receives them (torch: a list of the step's batches; JAX: the iterator it
+    reads one from)."""
     for _, _, data in epoch_iterator:
         if isinstance(data, list):
             yield from data
@@ -358,14 +398,15 @@ def epoch_of(epoch_iterator):
 
 class FitMethods:
     """What every Keras workload module does the same way with its self.model: compile, fit with
-    the clock's callback over self.train_data (an EpochBatches), predictions, the parameter count.
+    the clock's callback over self.train_data (a RunBatches), predictions, the parameter count.
 
     The workload sets self.inputs_to_keras (numpy inputs in PyTorch's layout -> the model's)."""
 
     def compile(self, loss, learning_rate, labels, outputs):
         """Adam from the spec; then everything fit would otherwise build from a batch of the
         PyDataset (see the module's docstring): the compiled loss, from one sample's `labels`
-        and `outputs` (numpy, of a batch of 1), and the optimizer's variables."""
+        and `outputs` (numpy, of a batch of 1), and the optimizer's variables. The learning
+        rate is a constant, or the task's schedule by the run's step (set in fit)."""
         import keras
 
         opt = self.spec.optimizer
@@ -376,14 +417,24 @@ class FitMethods:
             self.model.optimizer.build(self.model.trainable_variables)
 
     def fit(self, clock):
-        self.model.fit(self.train_data, epochs=self.spec.epochs, shuffle=False, verbose=0,
-                       callbacks=[clock_callback(self, clock)])
-
-    def begin_epoch(self, epoch, order, info):
-        """Before the epoch's first batch: its order on the PyDataset, its info applied."""
-        self.train_data.set_order(epoch, order)
-        if "lr" in info:
-            self.model.optimizer.learning_rate = info["lr"]
+        """One model.fit per length of block: fit epoch k is the clock's block k. The steady units
+        (and the warm-up units of their length) run in one fit, over one iterator; a new length
+        (calibration) stops fit and starts another at the run's next step. Keras' worker
+        processes (a PyDataset with workers) are stopped at every fit epoch's end and started
+        again at the next one's, and do not resume where they were: there each block is a fit
+        of its own, over a new iterator from the block's first step (Keras keeps no workers
+        across epochs; their start is inside each block's clock, as in any fit epoch)."""
+        self.train_data.set_run(clock.order, clock.epochs)
+        rates = [clock.learning_rate(step) for step in range(len(clock.order))]
+        if rates[0] is not None:  # the task's schedule (IMDB), by the run's step
+            self.model.optimizer.learning_rate = _keras_classes()["RunSchedule"](np.asarray(rates, np.float32))
+        callback = clock_callback(self, clock)
+        data = fit_input(self)
+        block_per_fit = data is self.train_data and self.train_data.workers > 0
+        while (block := clock.upcoming()) is not None:
+            self.train_data.offset = clock.steps_done
+            self.model.fit(data if block_per_fit else fit_input(self), epochs=1 if block_per_fit else len(clock.order),
+                           steps_per_epoch=block.steps, shuffle=False, verbose=0, callbacks=[callback])
 
     def pending(self):
         """What the engine's sync waits on: JAX's trainable values; the others sync by themselves."""

@@ -4,8 +4,8 @@ keras.distribution.DataParallel (JAX).
 
 The model: keras.applications.DenseNet121 (no top, global average pool) and a Dense head of 14
 logits, binary cross-entropy on the logits, Adam at the base learning rate times the device
-count; model.fit runs the epochs (dlbench.frameworks.keras). Input "real": a keras.utils.PyDataset
-whose batch i decodes the files of batch i of the epoch's order with PIL (the environment's
+count; model.fit runs the protocol's blocks (dlbench.frameworks.keras). Input "real": a
+keras.utils.PyDataset whose item i decodes the files of the run's step offset + i with PIL (the environment's
 pillow-simd, as keras.utils.load_img does) and applies the shared crop, flip and normalisation
 (dlbench.chestxray.train_transform, drawn from the seed, the epoch and the index), channels last;
 `workers` Keras worker processes (none: in the training process). Input "synthetic": the task's
@@ -123,7 +123,7 @@ def train_data(workload):
     """The real-input training PyDataset of a ChestX-ray workload (spec.workers Keras workers)."""
     spec = workload.spec
     load = TrainImages(workload.train_paths, workload.train_labels, spec.seed, spec.data.crop)
-    return backend.epoch_batches(load, workload.n_train // spec.global_batch, spec.global_batch, spec.workers)
+    return backend.run_batches(load, spec.global_batch, spec.workers)
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -151,8 +151,7 @@ class KerasChestXray(backend.FitMethods, ChestXray):
         def load(epoch, indices):
             return images[indices % len(images)], labels[indices]
 
-        self.train_data = backend.epoch_batches(load, self.n_train // self.spec.global_batch, self.spec.global_batch,
-                                                workers=0)
+        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=0)
 
     def eval_inputs(self, paths):
         """The images of `paths`, decoded with PIL and centre-cropped, as NCHW float32 batches,

@@ -1,8 +1,9 @@
 """The ChestX-ray training loader alone in Keras 3 (keras-tensorflow, keras-jax, keras-torch):
 the ChestX-ray module's PyDataset (PIL decode, the shared crop and flip, normalise; `workers`
-Keras worker processes), read through the epoch iterator that model.fit makes of it on the
-env's backend (dlbench.frameworks.keras.fit_epoch_iterator), one device. There is no model and
-no fit: the protocol's loop runs, and each step only touches the batch on the device.
+Keras worker processes) over the run's order, read as model.fit reads it on the env's backend
+(dlbench.frameworks.keras: on JAX and torch the epoch iterator fit makes of it, one epoch for
+the whole run; on TensorFlow the tf.data pipeline fit is given), one device. There is no model
+and no fit: the protocol's loop runs, and each step only touches the batch on the device.
 """
 import keras
 
@@ -14,11 +15,13 @@ from dlbench.workloads.chestxray_loader import ChestXrayLoader
 class KerasChestXrayLoader(ChestXrayLoader):
     def build_training(self):
         self.train_data = train_data(self)
-        self.epochs = backend.fit_epoch_iterator(self.train_data)
 
-    def batches(self, epoch, order):
-        self.train_data.set_order(epoch, order)
-        return backend.epoch_of(self.epochs)
+    def batches(self, order, epochs):
+        self.train_data.set_run(order, epochs)
+        data = backend.fit_input(self)
+        if data is self.train_data:
+            return backend.epoch_of(backend.fit_epoch_iterator(data))
+        return iter(data)
 
     def train_step(self, batch):
         """No loss: the batch on the device (as fit's step receives it), touched."""

@@ -1,12 +1,12 @@
 """IMDB sentiment LSTM in Keras 3 (keras-tensorflow, keras-jax, keras-torch: the same code, on
 the backend the env's KERAS_BACKEND chooses): one device, Keras' loader with N workers.
 
-The loader: a keras.utils.PyDataset whose batch i is one vectorised gather of batch i of the
-epoch's order from the sequences in memory; PyDataset(workers=N, use_multiprocessing=True):
+The loader: a keras.utils.PyDataset whose item i is one vectorised gather of the batch of the
+run's step offset + i from the sequences in memory; PyDataset(workers=N, use_multiprocessing=True):
 with N > 0 Keras' OrderedEnqueuer gathers the batches in N worker processes, in order; with
-0 in the training process (dlbench.frameworks.keras says how each backend's fit reads it).
-model.fit runs the epochs; the clock's callback sets each epoch's learning rate (the study's
-schedule) on the optimizer before its first step.
+0 in the training process (dlbench.frameworks.keras says how each backend's fit reads it, and
+keras-tensorflow's tf.data pipeline of the same batches). model.fit runs the protocol's blocks;
+the learning rate follows the study's schedule by the run's step.
 """
 import keras
 import numpy as np
@@ -56,7 +56,7 @@ class KerasImdb(backend.FitMethods, Imdb):
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
 
     def build_training(self):
-        # The learning rate is set per epoch (begin_epoch, from epoch_info).
+        # The learning rate follows the task's schedule by the run's step (FitMethods.fit).
         self.compile(keras.losses.SparseCategoricalCrossentropy(from_logits=True), self.spec.optimizer.lr,
                      labels=np.zeros(1, np.int32), outputs=np.zeros((1, self.spec.model.classes), np.float32))
         sequences, labels = to_tokens(self.train_sequences), self.train_labels.astype(np.int32)
@@ -65,8 +65,7 @@ class KerasImdb(backend.FitMethods, Imdb):
         def load(epoch, indices):
             return sequences[indices], labels[indices]
 
-        self.train_data = backend.epoch_batches(load, self.n_train // self.spec.global_batch, self.spec.global_batch,
-                                                workers=self.spec.workers)
+        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=self.spec.workers)
 
     def load_weights(self, weights):
         load_weights(self.model, weights)

@@ -2,10 +2,10 @@
 backend the env's KERAS_BACKEND chooses): one device, MirroredStrategy (TensorFlow),
 keras.distribution.DataParallel (JAX).
 
-model.fit over a PyDataset whose batch i is one vectorised gather of batch i of the epoch's
-order from the training arrays in memory (NHWC), in the training process (MNIST has no loader
-workers in any framework); the clock's callback drives the protocol from fit's epoch hooks
-(dlbench.frameworks.keras).
+model.fit over a PyDataset whose item i is one vectorised gather of the batch of the run's step
+offset + i from the training arrays in memory (NHWC), in the training process (MNIST has no
+loader workers in any framework); the clock's callback drives the protocol's blocks from fit's
+epoch hooks (dlbench.frameworks.keras).
 """
 import keras
 import numpy as np
@@ -75,8 +75,7 @@ class KerasMnist(backend.FitMethods, Mnist):
         def load(epoch, indices):
             return images[indices], labels[indices]
 
-        self.train_data = backend.epoch_batches(load, self.n_train // self.spec.global_batch, self.spec.global_batch,
-                                                workers=0)
+        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=0)
 
     def load_weights(self, weights):
         load_weights(self.model, weights)
