@@ -17,7 +17,6 @@ rule compare:
         baseline=config["compare"]["baseline"],
         results=lambda wildcards, input: str(Path(input.new[0]).parent.parent),
         threshold=config["compare"]["threshold"],
-        alpha=config["compare"]["alpha"],
         confidence=config["measurement"]["confidence"],
         resamples=config["measurement"]["resamples"],
         seed=config["seed"],
@@ -28,6 +27,6 @@ rule compare:
     # the summary (N points: a faster, b slower, c same) is the answer: shown, not only logged
     shell:
         "{params.python:q} {input.script:q} {params.baseline:q} {params.results:q}"
-        " --csv {output.table:q} --figure {output.figure:q} --threshold {params.threshold} --alpha {params.alpha}"
+        " --csv {output.table:q} --figure {output.figure:q} --threshold {params.threshold}"
         " --confidence {params.confidence} --resamples {params.resamples} --seed {params.seed} > {log:q} 2>&1"
         " && cat {log:q}"

@@ -3,10 +3,16 @@
     python scripts/compare.py OLD_RESULTS NEW_RESULTS --csv compare.csv --figure compare.png
 
 Each folder holds tables/*-units.csv (written by the workflow's aggregation). For every point
-with steady units in both: the old and new median samples/s, new / old with a bootstrap
-interval, the Mann-Whitney U p-value, and a verdict: "faster" or "slower" only when p < alpha
-and the change is beyond the threshold, else "same" (airspeed velocity's rule). Points in
-one folder only are listed at the end.
+with steady units in both: the old and new samples/s (the mean of the repeats' means), new /
+old with its hierarchical bootstrap interval (repeats, then units within them), and a verdict:
+"faster" or "slower" only when the whole interval lies beyond 1 +- threshold, "same" when it
+lies within, else "not resolved at N repeats"; and the repeats per side that would resolve it
+(dlbench.stats.compare). Points in one folder only are listed at the end.
+
+Figures from two machines are not comparable without saying so: when the folders' environment
+tables (tables/*-environment.csv) name different CPUs (model and the instruction-set flags
+that decide kernels), a warning says so on stderr, in the figure's title and in the table's
+`same_cpu` column (false).
 
 From the workflow (Snakemake 9), comparing this checkout's results with another's:
 
@@ -27,9 +33,10 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dlbench.stats import compare, plain
 
-COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey"}
+COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange"}
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
-RESULTS = ["old_median", "new_median", "ratio", "ci_low", "ci_high", "p_value", "verdict"]
+RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict"]
+CPU_COLUMNS = ["cpu", "cpu_flags"]  # the environment table's exact CPU (older tables: cpu_model only)
 
 
 def units_tables(folder):
@@ -39,6 +46,16 @@ def units_tables(folder):
         sys.exit(f"compare: {folder} has no units tables ({Path(folder) / 'tables' / '*-units.csv'}); "
                  "is it a results folder the workflow has aggregated?")
     return {path.name.removesuffix("-units.csv"): pd.read_csv(path) for path in paths}
+
+
+def cpus(folder):
+    """The CPUs a results folder's runs ran on, from its environment tables: a set of strings."""
+    found = set()
+    for path in sorted((Path(folder) / "tables").glob("*-environment.csv")):
+        table = pd.read_csv(path)
+        columns = [c for c in CPU_COLUMNS if c in table] or [c for c in ["cpu_model"] if c in table]
+        found |= {" | ".join(str(v) for v in row) for row in table[columns].drop_duplicates().itertuples(index=False)}
+    return found
 
 
 def compare_folders(old, new, **options):
@@ -67,8 +84,13 @@ def label(row):
     return f"{row['workload']} {row['framework']} {row['point']}".strip()
 
 
-def draw(table, path, threshold):
-    both = table[table["verdict"].isin(list(COLOURS))].reset_index(drop=True)
+def colour(verdict):
+    """The colour of a verdict ("not resolved at N repeats": orange)."""
+    return COLOURS["not resolved" if verdict.startswith("not resolved") else verdict]
+
+
+def draw(table, path, threshold, warning=None):
+    both = table[~table["verdict"].str.startswith("only") & table["ratio"].notna()].reset_index(drop=True)
     fig, ax = plt.subplots(figsize=(8, 1.5 + 0.3 * max(len(both), 1)))
     if both.empty:
         ax.axis("off")
@@ -76,7 +98,7 @@ def draw(table, path, threshold):
     else:
         for y, row in both.iterrows():
             ax.errorbar(row["ratio"], y, xerr=[[row["ratio"] - row["ci_low"]], [row["ci_high"] - row["ratio"]]],
-                        fmt="o", color=COLOURS[row["verdict"]], capsize=3)
+                        fmt="o", color=colour(row["verdict"]), capsize=3)
         ax.set_yticks(range(len(both)), [label(row) for _, row in both.iterrows()])
         ax.invert_yaxis()
         ax.set_xscale("log")
@@ -86,15 +108,16 @@ def draw(table, path, threshold):
         ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.axvline(1, color="black", linewidth=1)
-        # changes inside this band are "same" whatever the test says
-        ax.axvspan(1 / (1 + threshold), 1 + threshold, color="grey", alpha=0.15, linewidth=0,
+        # an interval wholly inside this band is "same"; wholly outside, faster or slower
+        ax.axvspan(1 - threshold, 1 + threshold, color="grey", alpha=0.15, linewidth=0,
                    label=f"within {threshold:g}: same")
-        ax.set_xlabel("new / old steady throughput (samples/s): median ratio, bootstrap interval; > 1 is faster")
-        for verdict, colour in COLOURS.items():
-            ax.plot([], [], "o", color=colour, label=verdict)
+        ax.set_xlabel("new / old steady throughput (samples/s), hierarchical bootstrap interval; > 1 is faster")
+        for verdict, shade in COLOURS.items():
+            ax.plot([], [], "o", color=shade, label=verdict)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     only = len(table) - len(both)
-    ax.set_title(f"new / old, {len(both)} points" + (f" ({only} in one folder only: see the table)" if only else ""))
+    ax.set_title(f"new / old, {len(both)} points" + (f" ({only} in one folder only: see the table)" if only else "")
+                 + (f"\n{warning}" if warning else ""), color="tab:red" if warning else "black")
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
@@ -106,28 +129,34 @@ def main():
     parser.add_argument("--csv", required=True, type=Path)
     parser.add_argument("--figure", required=True, type=Path)
     parser.add_argument("--threshold", type=float, default=0.05, help="a smaller change is called the same")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
 
     old, new = units_tables(args.old), units_tables(args.new)
-    table = compare_folders(old, new, threshold=args.threshold, alpha=args.alpha, confidence=args.confidence,
+    table = compare_folders(old, new, threshold=args.threshold, confidence=args.confidence,
                             resamples=args.resamples, seed=args.seed)
+    old_cpus, new_cpus = cpus(args.old), cpus(args.new)
+    same_cpu = old_cpus == new_cpus
+    warning = None if same_cpu else (f"warning: the two results ran on different CPUs (old: {'; '.join(sorted(old_cpus))}"
+                                     f"; new: {'; '.join(sorted(new_cpus))}): a ratio mixes the machines")
+    if warning:
+        print(warning, file=sys.stderr)
+    table.insert(len(table.columns) - 1, "same_cpu", same_cpu)
     for path in (args.csv, args.figure):
         path.parent.mkdir(parents=True, exist_ok=True)
     table.drop(columns="point").to_csv(args.csv, index=False)
-    draw(table, args.figure, args.threshold)
+    draw(table, args.figure, args.threshold, warning and "different CPUs: see the table's same_cpu column")
 
-    counts = table["verdict"].value_counts()
+    verdicts = table["verdict"].str.replace(r"not resolved at \d+ repeats", "not resolved", regex=True)
+    counts = verdicts.value_counts()
     summary = f"{sum(counts.get(v, 0) for v in COLOURS)} points: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in COLOURS)
     extra = [f"{counts[v]} {v}" for v in ("only in old", "only in new") if counts.get(v, 0)]
     print(summary + (f"; {', '.join(extra)}" if extra else ""))
     for _, row in table[table["verdict"].isin(["faster", "slower"])].iterrows():
-        print(f"  {row['verdict']}: {label(row)} new/old {row['ratio']:.3f} "
-              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}], p={row['p_value']:.3g}")
+        print(f"  {row['verdict']}: {label(row)} new/old {row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
 
 
 if __name__ == "__main__":

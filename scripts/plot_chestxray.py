@@ -1,5 +1,5 @@
 """The DenseNet-121 study's table and charts, and the loader and preprocessing results; the
-throughputs as medians with their bootstrap intervals (the points tables)."""
+throughputs as the mean of their repeats with hierarchical bootstrap intervals (the points tables)."""
 import argparse
 from pathlib import Path
 
@@ -34,10 +34,10 @@ def study_table(minutes):
 
 
 def trainer_rates(training_points):
-    """The images/s (median) each framework's DenseNet-121 consumes on one device when data
+    """The images/s (mean of the repeats) each framework's DenseNet-121 consumes on one device when data
     costs nothing: its training on synthetic tensors already in memory."""
     fed = training_points[(training_points["input"] == "synthetic") & (training_points["devices"] == 1)]
-    return fed.groupby("framework")["median"].max()
+    return fed.groupby("framework")["mean"].max()
 
 
 def loader_rates(loader_points, decode_points):
@@ -56,7 +56,7 @@ def loader_verdict(training_points, rates):
     fastest = fed.max() if len(fed) else None
     verdict = pd.DataFrame({
         "loader": rates["loader"], "format": rates["format"], "workers": rates["workers"],
-        "images_per_s": rates["median"], "ci_low": rates["ci_low"], "ci_high": rates["ci_high"],
+        "images_per_s": rates["mean"], "ci_low": rates["ci_low"], "ci_high": rates["ci_high"],
         "unstable": rates["unstable"],
         "trainer_images_per_s": [fed.get(fw, fastest) if name.endswith(" loader") else fastest
                                  for fw, name in zip(rates["framework"], rates["loader"])],
@@ -116,14 +116,14 @@ def main():
         grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
         save(grid, args.outdir / "auc.png", f"DenseNet-121 test AUC {source}")
 
-    interval_plot(preprocess, preprocess["framework"] + " " + preprocess["format"], "median", "ci_low", "ci_high",
+    interval_plot(preprocess, preprocess["framework"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
                   args.outdir / "preprocess.png", f"Preprocessing throughput {source}",
-                  "images/s: decode 1024x1024, resize to 264, encode, write (median, interval)")
+                  "images/s: decode 1024x1024, resize to 264, encode, write (mean of the repeats, interval)")
 
     names = rates["loader"] + " " + rates["format"] + " workers=" + rates["workers"].astype(str)
-    interval_plot(rates, names, "median", "ci_low", "ci_high", args.outdir / "loaders.png",
+    interval_plot(rates, names, "mean", "ci_low", "ci_high", args.outdir / "loaders.png",
                   f"Loaders {source}; dotted: synthetic-data training images/s of the fastest framework on one device",
-                  "images/s (median, interval)", reference=trainer_rates(points).max() if len(points) else None)
+                  "images/s (mean of the repeats, interval)", reference=trainer_rates(points).max() if len(points) else None)
 
     samples = pd.read_csv(args.utilisation)
     if samples.empty:

@@ -1,5 +1,5 @@
 """The Borealis AI study's table and figures from the IMDB runs, convergence, units, points
-and ratios tables; throughput and the sparse speed-up as medians with their bootstrap
+and ratios tables; throughput and the sparse speed-up as means of the repeats with their bootstrap
 intervals; every framework's loss by step from the shared start."""
 import argparse
 from pathlib import Path
@@ -47,10 +47,10 @@ def main():
     runs["run"] = runs["framework"] + "/" + runs["grad"]
 
     points = pd.read_csv(args.points)
-    interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "median", "ci_low", "ci_high",
+    interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "mean", "ci_low", "ci_high",
                   args.outdir / "epoch-time.png",
                   with_numerics("IMDB LSTM: training throughput by batch size and loader workers", runs),
-                  "reviews/s, steady units: median and bootstrap interval")
+                  "reviews/s, steady units: mean of the repeats and hierarchical bootstrap interval")
 
     convergence, units = pd.read_csv(args.convergence), pd.read_csv(args.units)
     batch = nearest(sorted(runs["batch"].unique()), args.convergence_batch)

@@ -1,5 +1,5 @@
 """The MNIST study's figures from the runs, convergence, units, points and ratios tables:
-throughput and scale-up as medians with their bootstrap intervals, flagged where a point is
+throughput and scale-up as means of the repeats with their bootstrap intervals, flagged where a point is
 not steady; the first and second epoch (the first two convergence segments, an epoch each);
 every framework's loss by step."""
 import argparse
@@ -36,9 +36,9 @@ def main():
     models = [m for m in ("small", "large") if m in set(runs["model"])]
 
     points = pd.read_csv(args.points)
-    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "strategy"]), "median",
+    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "strategy"]), "mean",
                   "ci_low", "ci_high", args.outdir / "throughput.png", with_numerics("MNIST training throughput", runs),
-                  "images/s, steady units: median and bootstrap interval")
+                  "images/s, steady units: mean of the repeats and hierarchical bootstrap interval")
 
     convergence = pd.read_csv(args.convergence)
     loss_curves(convergence, pd.read_csv(args.units), args.outdir / "loss.png", "MNIST: training loss by step")

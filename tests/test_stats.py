@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.stats import NO_DIFFERENCE, describe, point_keys, point_statistics, ratios
+from dlbench.stats import ONE_SAMPLE, NO_DIFFERENCE, describe, point_keys, point_statistics, ratios
 
 RESAMPLES = 500
 MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "single"}
@@ -47,9 +47,10 @@ def test_statistics_of_known_values_leave_out_warm_up_units_and_failed_runs():
     assert len(stats) == 1
     row = stats.iloc[0]
     assert (row["repeats"], row["units"], row["steps"]) == (2, 6, 24)
-    assert row["median"] == 35
-    assert (row["q25"], row["q75"], row["iqr"]) == (22.5, 47.5, 25)
-    assert row["cv"] == pytest.approx(np.std([10, 20, 30, 40, 50, 60], ddof=1) / 35)
+    assert row["mean"] == 35  # the mean of the repeats' means, 20 and 50
+    assert row["median"] == 35 and (row["q25"], row["q75"], row["iqr"]) == (22.5, 47.5, 25)
+    assert row["cv_within"] == pytest.approx(np.mean([10 / 20, 10 / 50]))
+    assert row["cv_between"] == pytest.approx(np.std([20, 50], ddof=1) / 35)
     assert row["unstable"] and row["below_minimum"]
     assert row["ci_low"] <= 35 <= row["ci_high"]
     assert list(stats.columns[:7]) == ["workload", "framework", "model", "duplicate", "batch", "devices", "strategy"]
@@ -57,30 +58,50 @@ def test_statistics_of_known_values_leave_out_warm_up_units_and_failed_runs():
 
 def test_a_steady_point_is_neither_unstable_nor_below_minimum():
     row = point_statistics(table(point_rows("pytorch", noisy(100))), resamples=RESAMPLES).iloc[0]
-    assert row["cv"] < 0.05 and not row["unstable"] and not row["below_minimum"]
+    assert row["cv_within"] < 0.05 and row["cv_between"] < 0.05
+    assert not row["unstable"] and not row["below_minimum"]
 
 
-def test_the_interval_contains_the_median_and_narrows_with_more_units():
+def test_the_interval_contains_the_value_and_narrows_with_more_units():
     few = point_statistics(table(point_rows("pytorch", noisy(100, units=2, noise=0.05))), resamples=RESAMPLES)
     many = point_statistics(table(point_rows("pytorch", noisy(100, units=30, noise=0.05))), resamples=RESAMPLES)
     for stats in (few, many):
-        assert stats["ci_low"].iloc[0] <= stats["median"].iloc[0] <= stats["ci_high"].iloc[0]
+        assert stats["ci_low"].iloc[0] <= stats["mean"].iloc[0] <= stats["ci_high"].iloc[0]
     assert (many["ci_high"] - many["ci_low"]).iloc[0] < (few["ci_high"] - few["ci_low"]).iloc[0]
+
+
+def drifting(mean, repeats, units, between, within, rng):
+    """Units of `repeats` processes: each process's level drawn around `mean` (lognormal,
+    `between`), its units around that level (`within`)."""
+    levels = mean * rng.lognormal(0, between, repeats)
+    return (levels[:, None] * (1 + rng.normal(0, within, (repeats, units)))).tolist()
+
+
+def test_the_process_is_the_sample_the_interval_is_wider_than_pooled_units_would_say():
+    """Units of one process share its level: with drift between processes, an interval that
+    resamples the pooled units (as if independent) is too narrow; the hierarchical one is not."""
+    rng = np.random.default_rng(0)
+    runs = drifting(100, repeats=3, units=10, between=0.10, within=0.01, rng=rng)
+    row = point_statistics(table(point_rows("pytorch", runs)), resamples=RESAMPLES).iloc[0]
+    pooled = np.array(runs).ravel()
+    boot = rng.choice(pooled, (RESAMPLES, len(pooled))).mean(axis=1)
+    pooled_width = np.subtract(*np.quantile(boot, [0.975, 0.025]))
+    assert row["ci_high"] - row["ci_low"] > 3 * pooled_width
+    assert row["cv_between"] > 2 * row["cv_within"]
 
 
 def test_identical_units_give_the_value_as_interval():
     row = point_statistics(table(point_rows("pytorch", [[42.0, 42.0], [42.0]])), resamples=RESAMPLES).iloc[0]
-    assert row["median"] == row["ci_low"] == row["ci_high"] == 42
+    assert row["mean"] == row["ci_low"] == row["ci_high"] == 42
 
 
-def test_one_unit_has_no_interval_and_its_ratios_say_so():
-    units = table(point_rows("pytorch", [[42.0]]), point_rows("tensorflow", [[84.0, 80.0, 86.0]]))
+def test_one_repeat_has_no_interval_and_its_ratios_say_so():
+    units = table(point_rows("pytorch", [[42.0, 40.0, 44.0]]), point_rows("tensorflow", [[84.0], [80.0, 86.0]]))
     row = point_statistics(units, resamples=RESAMPLES).iloc[0]
-    assert row["median"] == 42 and pd.isna(row["ci_low"]) and pd.isna(row["ci_high"])
+    assert row["mean"] == 42 and pd.isna(row["ci_low"]) and pd.isna(row["ci_high"])
     [ratio] = ratios(units, resamples=RESAMPLES).to_dict("records")
-    assert ratio["ratio"] == 2 and ratio["verdict"] == "one sample: no interval"
-    assert "2.00 one sample: no interval" in describe(ratio)
-    assert not row["unstable"]
+    assert ratio["ratio"] == pytest.approx(83.5 / 42) and ratio["verdict"] == ONE_SAMPLE
+    assert f"1.99 {ONE_SAMPLE}" in describe(ratio)
 
 
 def test_statistics_are_deterministic_given_the_seed():

@@ -185,7 +185,7 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     assert points["median"].gt(0).all() and points["ci_low"].isna().all() and points["ci_high"].isna().all()
     ratios = pd.read_csv(tables / "mnist-ratios.csv")
     assert {"tensorflow / pytorch", "mxnet / pytorch", "2 / 1 devices (ddp)"} <= set(ratios["comparison"])
-    assert set(ratios["verdict"]) == {"one sample: no interval"}
+    assert set(ratios["verdict"]) == {"one repeat: no interval"}
     headline = pd.read_csv(tables / "headline-ratios.csv")
     assert len(headline) == sum(len(pd.read_csv(path)) for path in tables.glob("*-ratios.csv")
                                 if path.name != "headline-ratios.csv")

@@ -41,7 +41,7 @@ def flagged_label(row, label):
 
 
 def interval_plot(frame, labels, value, low, high, path, title, xlabel, reference=None):
-    """One row per point: its median (dot) and its bootstrap interval (bar); flagged points
+    """One row per point: its value (dot) and its bootstrap interval (bar); flagged points
     (unstable, short units) in orange with the flag in the label. `labels` is a Series of
     the points' names; `reference` draws a dotted line (1 for ratios)."""
     if frame.empty:

@@ -1,17 +1,25 @@
-"""Statistics of the timed units: per point the median, IQR and a bootstrap interval; every
-comparison as a ratio of medians with its interval; and a verdict per point between two
-result sets.
+"""Statistics of the timed units: per point its throughput and a bootstrap interval with the
+process as the sample; every comparison as a ratio with its interval; and a verdict per point
+between two result sets.
+
+The units of one process share its placement, caches and neighbours: they are not independent
+samples, the processes (repeats) are. So a point's throughput is the mean over its repeats of
+each repeat's mean steady throughput, and its interval comes from a two-level (hierarchical)
+bootstrap: resample the repeats, then the units within each resampled repeat (Kalibera and
+Jones, "Rigorous benchmarking in reasonable time", 2013, who use this estimator). One repeat
+says nothing of the spread between processes: it has no interval.
 
 All functions take a units table (results/tables/{workload}-units.csv, or several of them
 concatenated with the same columns). Only steady units count: status "ok", not the warm-up
-unit. Throughput (samples/s) is higher-is-faster everywhere, so a ratio above 1 is the
+units. Throughput (samples/s) is higher-is-faster everywhere, so a ratio above 1 is the
 numerator being faster.
 """
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy.stats import norm
 
 NO_DIFFERENCE = "no difference within the noise"
+ONE_SAMPLE = "one repeat: no interval"
 # Within one framework: (dimension, numerator values (None: any but the baseline), baseline value, label).
 DIMENSIONS = [
     ("grad", ["sparse"], "dense", lambda num: "sparse / dense grad"),
@@ -48,68 +56,96 @@ def _groups(units):
     return keys, {name: group for name, group in rows.groupby(keys, dropna=False, sort=False)}
 
 
-def _interval(samples, combine, confidence, resamples, seed):
-    """Percentile bootstrap interval of combine(median of each sample). Percentile rather than
-    BCa: BCa gives NaN and warnings on the few, often tied units a point has. A sample without
-    spread (one unit, or all equal) cannot vary, so it is held at its value; with none varying
-    the interval is the value itself."""
-    samples = [np.asarray(s, dtype=float) for s in samples]
-    medians = [np.median(s) for s in samples]
-    value = combine(*medians)
-    if min(len(s) for s in samples) < 2:  # one sample says nothing of its spread: no interval
+def repeats_of(group):
+    """A point's steady throughputs, one array per repeat (process)."""
+    return [g["samples_per_s"].to_numpy(dtype=float) for _, g in group.groupby("repeat", sort=True)]
+
+
+def estimate(repeats):
+    """The point's throughput: the mean over repeats of each repeat's mean."""
+    return float(np.mean([r.mean() for r in repeats]))
+
+
+def hierarchical_resamples(repeats, resamples, rng):
+    """`resamples` bootstrap replicates of estimate(repeats): each draws as many repeats as there
+    are, with replacement, and within each drawn repeat as many units as it has, with
+    replacement (a repeat drawn twice gets two independent draws of its units)."""
+    n = len(repeats)
+    # slot k of every replicate: a repeat, then its units' resampled mean
+    chosen = rng.integers(0, n, (resamples, n))
+    means = np.empty((resamples, n))
+    for slot in range(n):
+        for index, units in enumerate(repeats):
+            rows = chosen[:, slot] == index
+            draws = rng.integers(0, len(units), (int(rows.sum()), len(units)))
+            means[rows, slot] = units[draws].mean(axis=1)
+    return means.mean(axis=1)
+
+
+def _interval(sides, combine, confidence, resamples, seed):
+    """(value, low, high): combine(estimate of each side) with the percentile interval of its
+    hierarchical bootstrap, each side resampled independently. A side with one repeat has no
+    interval (NaN); a side without any spread is held at its value."""
+    rng = np.random.default_rng(seed)
+    value = combine(*(estimate(r) for r in sides))
+    if min(len(r) for r in sides) < 2:
         return value, np.nan, np.nan
-    varying = [i for i, s in enumerate(samples) if np.ptp(s) > 0]
-    if not varying:
-        return value, value, value
-
-    def statistic(*resampled, axis=-1):
-        parts = list(medians)
-        for i, sample in zip(varying, resampled):
-            parts[i] = np.median(sample, axis=axis)
-        return combine(*parts)
-
-    result = sps.bootstrap([samples[i] for i in varying], statistic, n_resamples=resamples,
-                           confidence_level=confidence, method="percentile", paired=False, vectorized=True,
-                           rng=np.random.default_rng(seed))
-    return value, float(result.confidence_interval.low), float(result.confidence_interval.high)
+    replicates = [hierarchical_resamples(r, resamples, rng) for r in sides]
+    combined = combine(*replicates)
+    alpha = (1 - confidence) / 2
+    low, high = np.quantile(combined, [alpha, 1 - alpha])
+    return value, float(min(low, value)), float(max(high, value))
 
 
 def _cv(values):
     return np.std(values, ddof=1) / np.mean(values) if len(values) > 1 else np.nan
 
 
+def within_cv(repeats):
+    """The units' spread within a process: the mean over repeats of each repeat's CV."""
+    cvs = [_cv(r) for r in repeats if len(r) > 1]
+    return float(np.mean(cvs)) if cvs else np.nan
+
+
+def between_cv(repeats):
+    """The spread between processes: the CV of the repeats' means."""
+    return _cv([r.mean() for r in repeats])
+
+
 def _flags(group, cv_threshold):
-    """(unstable, below minimum) of a point's steady units; one unit gives no CV, so not unstable."""
-    return bool(_cv(group["samples_per_s"].to_numpy(dtype=float)) > cv_threshold), bool(
-        _flag(group["below_minimum"]).any())
+    """(unstable, below minimum) of a point's steady units: unstable when the units of its runs
+    or the runs' means vary more than the threshold (CV); one unit gives no CV."""
+    repeats = repeats_of(group)
+    spread = np.nanmax([within_cv(repeats), between_cv(repeats), -np.inf])
+    return bool(spread > cv_threshold), bool(_flag(group["below_minimum"]).any())
 
 
 def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, seed=0):
-    """One row per point with steady units: repeats, units, steps, the median throughput over
-    all steady units of all repeats, its quartiles and IQR, a bootstrap interval of the median,
-    the coefficient of variation and the unstable / below-minimum flags."""
+    """One row per point with steady units: repeats, units, steps, the mean throughput (the
+    mean of the repeats' means) with its hierarchical bootstrap interval, the median and
+    quartiles of all its units, the CV within a run and between runs, and the unstable /
+    below-minimum flags."""
     keys, groups = _groups(units)
     rows = []
     for name, group in groups.items():
+        repeats = repeats_of(group)
+        mean, low, high = _interval([repeats], lambda m: m, confidence, resamples, seed)
         values = group["samples_per_s"].to_numpy(dtype=float)
-        median, low, high = _interval([values], lambda m: m, confidence, resamples, seed)
-        q25, q75 = np.percentile(values, [25, 75])
+        q25, median, q75 = np.percentile(values, [25, 50, 75])
         unstable, below = _flags(group, cv_threshold)
         rows.append({
             **dict(zip(keys, name)),
-            "repeats": group["repeat"].nunique(),
+            "repeats": len(repeats),
             "units": len(values),
             "steps": group["steps"].sum(),
+            "mean": mean, "ci_low": low, "ci_high": high,
             "median": median, "q25": q25, "q75": q75, "iqr": q75 - q25,
-            "ci_low": low, "ci_high": high,
-            "cv": _cv(values), "unstable": unstable, "below_minimum": below,
+            "cv_within": within_cv(repeats), "cv_between": between_cv(repeats),
+            "unstable": unstable, "below_minimum": below,
         })
-    columns = keys + ["repeats", "units", "steps", "median", "q25", "q75", "iqr", "ci_low", "ci_high", "cv",
-                      "unstable", "below_minimum"]
+    columns = keys + ["repeats", "units", "steps", "mean", "ci_low", "ci_high", "median", "q25", "q75", "iqr",
+                      "cv_within", "cv_between", "unstable", "below_minimum"]
     return pd.DataFrame(rows, columns=columns)
-
-
-ONE_SAMPLE = "one sample: no interval"
 
 
 def verdict(low, high):
@@ -133,8 +169,8 @@ def _framework_order(names, frameworks):
 
 
 def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_threshold=0.05):
-    """The headline ratios, median(A) / median(B) of steady throughput with a bootstrap interval
-    (the steady units of each side resampled independently):
+    """The headline ratios, A / B of the points' throughputs (the mean of their repeats' means)
+    with a hierarchical bootstrap interval (each side resampled independently):
 
     - every pair of frameworks at the same point, each unordered pair once, the later framework
       (in `frameworks` order if given, else alphabetical) over the earlier;
@@ -149,7 +185,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
     rows = []
 
     def add(num, den, comparison, framework, fixed):
-        ratio, low, high = _interval([groups[num]["samples_per_s"], groups[den]["samples_per_s"]],
+        ratio, low, high = _interval([repeats_of(groups[num]), repeats_of(groups[den])],
                                      lambda a, b: a / b, confidence, resamples, seed)
         (num_unstable, num_below), (den_unstable, den_below) = (_flags(groups[n], cv_threshold) for n in (num, den))
         rows.append({
@@ -222,42 +258,63 @@ def describe(row):
     return line + (f" ({', '.join(flags)})" if flags else "")
 
 
-def compare(old_units, new_units, threshold=0.05, alpha=0.05, confidence=0.95, resamples=2000, seed=0):
-    """Every point with steady units in both tables: the old and new median throughput, new / old
-    with a bootstrap interval, the two-sided Mann-Whitney U p-value of the steady units, and
-    airspeed velocity's verdict: faster (slower) when p < alpha and the ratio is above 1 +
-    threshold (below 1 / (1 + threshold)), else same. Points in one table only come last, with
-    verdict "only in old" / "only in new"."""
+NOT_RESOLVED = "not resolved at {} repeats"
+
+
+def repeats_needed(sides, threshold, confidence):
+    """Repeats per side that would bring the interval of new / old within +-threshold: the
+    variance of a point's estimate with n repeats is the variance of its repeats' means over n
+    (Kalibera and Jones: between-process spread plus within-process noise over the units a run
+    has), so n = z^2 (cv_old^2 + cv_new^2) / threshold^2 with the CVs of the repeats' means
+    (delta method for the ratio). None where a side has one repeat."""
+    if min(len(r) for r in sides) < 2:
+        return None
+    z = float(norm.ppf((1 + confidence) / 2))
+    cvs = [between_cv(r) for r in sides]
+    return max(2, int(np.ceil(z ** 2 * sum(cv ** 2 for cv in cvs) / threshold ** 2)))
+
+
+def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=2000, seed=0):
+    """Every point with steady units in both tables: the old and new throughput, new / old with
+    its hierarchical bootstrap interval and a verdict: "faster" ("slower") only when the whole
+    interval lies above 1 + threshold (below 1 - threshold), "same" when it lies within
+    [1 - threshold, 1 + threshold], else "not resolved at N repeats" (N the fewer of the two
+    sides'); and the repeats per side an interval within +-threshold would need. Points in one
+    table only come last, with verdict "only in old" / "only in new"."""
     old_keys, old = _groups(old_units)
     new_keys, new = _groups(new_units)
     keys = old_keys + [k for k in new_keys if k not in old_keys]
     old_names = {_key(name): name for name in old}
     new_names = {_key(name): name for name in new}
-    empty = {"old_median": np.nan, "new_median": np.nan, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan,
-             "p_value": np.nan}
+    empty = {"old_mean": np.nan, "new_mean": np.nan, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan,
+             "repeats_needed": None}
     rows, only = [], []
     for key, name in old_names.items():
         where = dict(zip(old_keys, name))
         if key not in new_names:
             only.append({**where, **empty, "verdict": "only in old"})
             continue
-        before = old[name]["samples_per_s"].to_numpy(dtype=float)
-        after = new[new_names[key]]["samples_per_s"].to_numpy(dtype=float)
+        before, after = repeats_of(old[name]), repeats_of(new[new_names[key]])
         ratio, low, high = _interval([after, before], lambda a, b: a / b, confidence, resamples, seed)
-        p = sps.mannwhitneyu(after, before, alternative="two-sided").pvalue
-        p = 1.0 if np.isnan(p) else float(p)  # no spread and no difference
-        if p < alpha and ratio > 1 + threshold:
+        if pd.isna(low):
+            call = ONE_SAMPLE
+        elif low > 1 + threshold:
             call = "faster"
-        elif p < alpha and ratio < 1 / (1 + threshold):
+        elif high < 1 - threshold:
             call = "slower"
-        else:
+        elif low >= 1 - threshold and high <= 1 + threshold:
             call = "same"
-        rows.append({**where, "old_median": np.median(before), "new_median": np.median(after), "ratio": ratio,
-                     "ci_low": low, "ci_high": high, "p_value": p, "verdict": call})
+        else:
+            call = NOT_RESOLVED.format(min(len(before), len(after)))
+        rows.append({**where, "old_mean": estimate(before), "new_mean": estimate(after), "ratio": ratio,
+                     "ci_low": low, "ci_high": high,
+                     "repeats_needed": repeats_needed([before, after], threshold, confidence), "verdict": call})
     for key, name in new_names.items():
         if key not in old_names:
             only.append({**dict(zip(new_keys, name)), **empty, "verdict": "only in new"})
-    return pd.DataFrame(rows + only, columns=keys + list(empty) + ["verdict"])
+    table = pd.DataFrame(rows + only, columns=keys + list(empty) + ["verdict"])
+    table["repeats_needed"] = table["repeats_needed"].astype("Int64")
+    return table
 
 
 def _key(name):
