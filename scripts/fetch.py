@@ -4,7 +4,6 @@ Every file is checked against its sha256 when one is given (always for URLs); a 
 stops with both hashes and leaves no file behind.
 """
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
@@ -12,18 +11,13 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from dlbench.files import file_sha256
 
-def sha256_of(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def check_sha256(path, expected, origin):
     if expected:
-        actual = sha256_of(path)
+        actual = file_sha256(path)
         if actual != expected.lower():
             raise SystemExit(f"error: {origin}: sha256 is {actual}, the config expects {expected}")
 

@@ -1,9 +1,19 @@
-"""Writing prepared data so that a failure loses nothing: build beside, then swap in."""
+"""Files: writing prepared data so that a failure loses nothing (build beside, then swap in),
+and their checksums."""
+import hashlib
 import os
 import shutil
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @contextmanager

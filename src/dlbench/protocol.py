@@ -83,7 +83,8 @@ from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
-from dlbench.weights import file_sha256, initial_weights, weights_sha256
+from dlbench.files import file_sha256
+from dlbench.weights import initial_weights, weights_sha256
 
 
 TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results

@@ -160,10 +160,3 @@ def weights_sha256(weights):
         digest.update(array.tobytes())
     return digest.hexdigest()
 
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
