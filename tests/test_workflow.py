@@ -118,10 +118,12 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         blocks = run["segments"] + run["units"]
         # one data iterator over the run: the blocks' steps follow one another
         assert [b["step_end"] for b in blocks] == list(np.cumsum([b["steps"] for b in blocks]))
-        for block in blocks:  # what the machine did while each block ran
-            assert block["machine"]["cpus"] >= 1 and block["machine"]["run_cpu_s"] > 0
+        for block in blocks:  # what the machine did while each block ran (CPU time in 10 ms ticks)
+            assert block["machine"]["cpus"] >= 1 and block["machine"]["run_cpu_s"] >= 0
             assert block["machine"]["steal_s"] >= 0 and block["machine"]["other_cpu_s"] >= 0
             assert block["machine"]["minor_faults"] >= 0
+        if workload != "chestxray-loader":  # a loader's 2-step smoke units last a few milliseconds
+            assert sum(block["machine"]["run_cpu_s"] for block in blocks) > 0
         assert run["environment"]["packages"][DISTRIBUTIONS[framework]] in run["environment"]["framework_version"]
         assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
