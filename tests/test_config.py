@@ -26,7 +26,7 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
          "config mnist.strategies.pytorch: unknown strategy 'horovod'"),
         ({"chestxray": {"weights": {"chainer": "w.npz"}}}, "config chestxray.weights: unknown framework 'chainer'"),
         ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
-        ({"mnist": {"strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
+        ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
