@@ -337,6 +337,12 @@ def compare_baseline_tables(wildcards):
     return tables
 
 
+def compare_baseline_environments(wildcards):
+    """The baseline's environment tables (those it has): the CPUs it ran on, checked against ours."""
+    tables = Path(compare_baseline_tables(wildcards)[0]).parent  # (its error where there is no baseline)
+    return sorted(str(path) for path in tables.glob("*-environment.csv"))
+
+
 # ---- the end of every invocation ----------------------------------------------------------
 
 

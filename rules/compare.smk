@@ -10,6 +10,9 @@ rule compare:
     input:
         new=[f"results/tables/{name}-units.csv" for name in record_sets()],
         old=compare_baseline_tables,
+        # the CPUs each side ran on: a warning, and the table's same_cpu, when they differ
+        new_environments=[f"results/tables/{name}-environment.csv" for name in record_sets()],
+        old_environments=compare_baseline_environments,
         **script_inputs("compare.py"),
         python=env_input("report"),
     params:
@@ -24,7 +27,8 @@ rule compare:
         "results/logs/report/compare.log",
     conda:
         "../envs/report.yaml"
-    # the summary (N points: a faster, b slower, c same) is the answer: shown, not only logged
+    # the summary (N points: a faster, b slower, c same) and any CPU warning are the answer:
+    # shown, not only logged
     shell:
         "{params.python:q} {input.script:q} {params.baseline:q} {params.results:q}"
         " --csv {output.table:q} --figure {output.figure:q} --threshold {params.threshold}"

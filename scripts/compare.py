@@ -11,8 +11,9 @@ lies within, else "not resolved at N repeats"; and the repeats per side that wou
 
 Figures from two machines are not comparable without saying so: when the folders' environment
 tables (tables/*-environment.csv) name different CPUs (model and the instruction-set flags
-that decide kernels), a warning says so on stderr, in the figure's title and in the table's
-`same_cpu` column (false).
+that decide kernels; `cpu_model` in tables older than those columns), a warning says so on
+stderr, in the figure's title and in the table's `same_cpu` column (false). Where a folder has
+no environment table, `same_cpu` is empty and a warning says it cannot tell.
 
 From the workflow (Snakemake 9), comparing this checkout's results with another's:
 
@@ -36,7 +37,6 @@ from dlbench.stats import compare, plain
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange"}
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
 RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict"]
-CPU_COLUMNS = ["cpu", "cpu_flags"]  # the environment table's exact CPU (older tables: cpu_model only)
 
 
 def units_tables(folder):
@@ -48,14 +48,22 @@ def units_tables(folder):
     return {path.name.removesuffix("-units.csv"): pd.read_csv(path) for path in paths}
 
 
-def cpus(folder):
-    """The CPUs a results folder's runs ran on, from its environment tables: a set of strings."""
-    found = set()
-    for path in sorted((Path(folder) / "tables").glob("*-environment.csv")):
-        table = pd.read_csv(path)
-        columns = [c for c in CPU_COLUMNS if c in table] or [c for c in ["cpu_model"] if c in table]
-        found |= {" | ".join(str(v) for v in row) for row in table[columns].drop_duplicates().itertuples(index=False)}
-    return found
+def environments(folder):
+    """A results folder's environment tables in one frame (empty if it has none)."""
+    tables = [pd.read_csv(path) for path in sorted((Path(folder) / "tables").glob("*-environment.csv"))]
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def cpus(old, new):
+    """The CPUs each side's runs ran on, as two sets of strings, read from the columns both
+    environment tables have: the exact CPU and the instruction-set flags that decide kernels
+    (`cpu`, `cpu_flags`), else `cpu_model` (tables written before those columns); None where
+    the two cannot be told apart (a side without an environment table)."""
+    for columns in (["cpu", "cpu_flags"], ["cpu_model"]):
+        if all(c in old and c in new for c in columns):
+            return tuple({" | ".join(map(str, row)) for row in side[columns].drop_duplicates().itertuples(index=False)}
+                         for side in (old, new))
+    return None
 
 
 def compare_folders(old, new, **options):
@@ -137,17 +145,22 @@ def main():
     old, new = units_tables(args.old), units_tables(args.new)
     table = compare_folders(old, new, threshold=args.threshold, confidence=args.confidence,
                             resamples=args.resamples, seed=args.seed)
-    old_cpus, new_cpus = cpus(args.old), cpus(args.new)
-    same_cpu = old_cpus == new_cpus
-    warning = None if same_cpu else (f"warning: the two results ran on different CPUs (old: {'; '.join(sorted(old_cpus))}"
-                                     f"; new: {'; '.join(sorted(new_cpus))}): a ratio mixes the machines")
+    found = cpus(environments(args.old), environments(args.new))
+    same_cpu = None if found is None else found[0] == found[1]
+    warning = None
+    if same_cpu is None:
+        warning = "warning: cannot tell whether the two results ran on the same CPU (no environment table on a side)"
+    elif not same_cpu:
+        warning = (f"warning: the two results ran on different CPUs (old: {'; '.join(sorted(found[0]))}; "
+                   f"new: {'; '.join(sorted(found[1]))}): a ratio mixes the machines")
     if warning:
         print(warning, file=sys.stderr)
-    table.insert(len(table.columns) - 1, "same_cpu", same_cpu)
+    table.insert(len(table.columns) - 1, "same_cpu", pd.Series([same_cpu] * len(table), dtype="boolean"))
     for path in (args.csv, args.figure):
         path.parent.mkdir(parents=True, exist_ok=True)
     table.drop(columns="point").to_csv(args.csv, index=False)
-    draw(table, args.figure, args.threshold, warning and "different CPUs: see the table's same_cpu column")
+    draw(table, args.figure, args.threshold,
+         "different CPUs: see the table's same_cpu column" if same_cpu is False else None)
 
     verdicts = table["verdict"].str.replace(r"not resolved at \d+ repeats", "not resolved", regex=True)
     counts = verdicts.value_counts()

@@ -1,8 +1,13 @@
+import inspect
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
-from dlbench.stats import ONE_SAMPLE, NO_DIFFERENCE, describe, point_keys, point_statistics, ratios
+from dlbench.stats import (NO_DIFFERENCE, ONE_SAMPLE, compare, describe, point_keys, point_statistics, ratios,
+                           repeats_needed)
 
 RESAMPLES = 500
 MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "single"}
@@ -205,3 +210,83 @@ def test_describe_reads_rows_of_a_ratios_csv(tmp_path):
                                "pytorch") and lines[0].endswith("(unstable)")
     assert lines[1].startswith("mnist model=small duplicate=1 batch=256 strategy=ddp: pytorch 2 / 1 devices (ddp) "
                                "steady throughput 1.") and lines[1].endswith("faster")
+
+
+# ---- calibration: how often compare is wrong --------------------------------------------------
+
+# The machine's size of noise, as lognormal sigmas: SIGMA_BETWEEN, the drift of a process's
+# level from process to process; SIGMA_WITHIN, the scatter of its units around that level.
+# Placeholders: to be replaced by values measured on this machine (a default run's
+# results/tables/*-points.csv, columns cv_between and cv_within).
+SIGMA_BETWEEN = 0.05
+SIGMA_WITHIN = 0.03
+POINTS = 400
+
+
+def simulated(change, repeats, units, rng):
+    """Old and new units tables of POINTS points, each side `repeats` processes of `units`
+    units: each process's level is the point's throughput times a lognormal factor
+    (SIGMA_BETWEEN), its units that level times another (SIGMA_WITHIN); the new side's
+    throughput is `change` times the old's."""
+    def side(scale):
+        levels = scale * 100 * rng.lognormal(0, SIGMA_BETWEEN, (POINTS, repeats, 1))
+        runs = levels * rng.lognormal(0, SIGMA_WITHIN, (POINTS, repeats, units))
+        return table(*(point_rows("pytorch", runs[point].tolist(), batch=point) for point in range(POINTS)))
+    return side(1.0), side(change)
+
+
+def test_the_calibration_runs_at_the_defaults():
+    """Repeats and steady units of the default config, and compare's threshold as the schema sets it."""
+    repo = Path(__file__).resolve().parents[1]
+    measurement = yaml.safe_load((repo / "config.yaml").read_text())["measurement"]
+    schema = yaml.safe_load((repo / "schemas" / "config.schema.yaml").read_text())
+    threshold = schema["properties"]["compare"]["properties"]["threshold"]["default"]
+    assert (measurement["repeats"], measurement["steady_units"], threshold) == (3, 3, 0.05)
+    assert inspect.signature(compare).parameters["threshold"].default == threshold
+
+
+def verdict_rates(change, repeats=3, units=3, seed=0):
+    old, new = simulated(change, repeats, units, np.random.default_rng(seed))
+    verdicts = compare(old, new, resamples=RESAMPLES)["verdict"]
+    return {v: float((verdicts == v).mean()) for v in ("faster", "slower", "same")}
+
+
+def test_with_nothing_changed_at_most_5_percent_of_points_get_a_change():
+    rates = verdict_rates(1.0)
+    print(f"nothing changed, 3 repeats of 3 units: {rates}")
+    assert rates["faster"] + rates["slower"] <= 0.05
+
+
+def test_a_25_percent_change_is_detected_in_at_least_80_percent_of_points_at_the_default_repeats():
+    faster, slower = verdict_rates(1.25)["faster"], verdict_rates(1 / 1.25, seed=1)["slower"]
+    print(f"detected at 3 repeats of 3 units: 25% faster {faster:.3f}, 25% slower {slower:.3f}")
+    assert faster >= 0.8 and slower >= 0.8
+
+
+def test_repeats_needed_says_how_many_repeats_resolve_a_point():
+    old, new = simulated(1.0, repeats=3, units=3, rng=np.random.default_rng(2))
+    found = compare(old, new, resamples=RESAMPLES)
+    needed = found["repeats_needed"].median()
+    # with the noise above, an interval within +-5% needs about z^2 (2 cv^2) / 0.05^2 repeats a side
+    expected = 1.96 ** 2 * 2 * (SIGMA_BETWEEN ** 2 + SIGMA_WITHIN ** 2 / 3) / 0.05 ** 2
+    assert 0.5 * expected <= needed <= 2 * expected
+    unresolved = found["verdict"].str.startswith("not resolved at 3 repeats")
+    print(f"repeats needed (median) {needed}, expected {expected:.1f}; not resolved {unresolved.mean():.2f}")
+    more = compare(*simulated(1.0, repeats=int(needed), units=3, rng=np.random.default_rng(3)), resamples=RESAMPLES)
+    assert (more["verdict"] == "same").mean() > (found["verdict"] == "same").mean()
+
+
+def test_repeats_needed_follows_kalibera_and_jones_variance_of_the_mean_of_means():
+    z2 = 1.959964 ** 2
+    # repeat means 100, 110, 90 (variance 100), units +-1 around them: the between-process part rules
+    drifting = [np.array([99.0, 100, 101]), np.array([109.0, 110, 111]), np.array([89.0, 90, 91])]
+    assert repeats_needed([drifting, drifting], 0.05, 0.95) == int(np.ceil(z2 * 2 * 100 / 100 ** 2 / 0.05 ** 2))
+    # repeat means equal by chance, noisy units (variance 100, 3 a run): the mean still varies by
+    # within / m per repeat, which the repeats' means alone would call 0
+    noisy_units = [np.array([90.0, 100, 110]), np.array([110.0, 90, 100]), np.array([100.0, 110, 90])]
+    assert repeats_needed([noisy_units, noisy_units], 0.05, 0.95) == int(np.ceil(z2 * 2 * (100 / 3) / 100 ** 2
+                                                                                 / 0.05 ** 2))
+    # the ratio's scale: new twice old with the same relative spread needs 4 times the repeats
+    assert repeats_needed([[2 * r for r in drifting], drifting], 0.05, 0.95) == int(
+        np.ceil(4 * z2 * 2 * 100 / 100 ** 2 / 0.05 ** 2))
+    assert repeats_needed([drifting[:1], drifting], 0.05, 0.95) is None

@@ -70,22 +70,24 @@ def hierarchical_resamples(repeats, resamples, rng):
     """`resamples` bootstrap replicates of estimate(repeats): each draws as many repeats as there
     are, with replacement, and within each drawn repeat as many units as it has, with
     replacement (a repeat drawn twice gets two independent draws of its units)."""
-    n = len(repeats)
-    # slot k of every replicate: a repeat, then its units' resampled mean
-    chosen = rng.integers(0, n, (resamples, n))
-    means = np.empty((resamples, n))
-    for slot in range(n):
-        for index, units in enumerate(repeats):
-            rows = chosen[:, slot] == index
-            draws = rng.integers(0, len(units), (int(rows.sum()), len(units)))
-            means[rows, slot] = units[draws].mean(axis=1)
-    return means.mean(axis=1)
+    counts = np.array([len(r) for r in repeats])
+    width = counts.max()
+    units = np.zeros((len(repeats), width))  # one row per repeat, padded to the longest
+    for row, values in zip(units, repeats):
+        row[:len(values)] = values
+    chosen = rng.integers(0, len(repeats), (resamples, len(repeats)))
+    count = counts[chosen][..., None]
+    # every slot draws `width` unit indices below its repeat's own count; those past the count
+    # are padding and left out of the mean
+    drawn = rng.integers(0, count, (resamples, len(repeats), width))
+    values = np.where(np.arange(width) < count, units[chosen[..., None], drawn], 0.0)
+    return (values.sum(axis=2) / count[..., 0]).mean(axis=1)
 
 
 def _interval(sides, combine, confidence, resamples, seed):
     """(value, low, high): combine(estimate of each side) with the percentile interval of its
     hierarchical bootstrap, each side resampled independently. A side with one repeat has no
-    interval (NaN); a side without any spread is held at its value."""
+    interval (NaN)."""
     rng = np.random.default_rng(seed)
     value = combine(*(estimate(r) for r in sides))
     if min(len(r) for r in sides) < 2:
@@ -94,6 +96,8 @@ def _interval(sides, combine, confidence, resamples, seed):
     combined = combine(*replicates)
     alpha = (1 - confidence) / 2
     low, high = np.quantile(combined, [alpha, 1 - alpha])
+    # the interval holds the value: percentiles of few, tied replicates can miss it, and
+    # replicates of units without spread differ from it by rounding
     return value, float(min(low, value)), float(max(high, value))
 
 
@@ -261,17 +265,30 @@ def describe(row):
 NOT_RESOLVED = "not resolved at {} repeats"
 
 
+def mean_variance(repeats, n):
+    """Kalibera and Jones' variance of estimate() with n repeats of the m units a repeat has here
+    (their mean count): between / n + within / (n m). Within: the mean of the repeats' unit
+    variances; between: the variance of the repeats' means less the part within-run noise
+    explains (within / m), not below 0. With one unit a repeat, within is unknown and the
+    repeats' means carry it all."""
+    m = np.mean([len(r) for r in repeats])
+    spreads = [r.var(ddof=1) for r in repeats if len(r) > 1]
+    within = float(np.mean(spreads)) if spreads else 0.0
+    between = max(float(np.var([r.mean() for r in repeats], ddof=1)) - within / m, 0.0)
+    return between / n + within / (n * m)
+
+
 def repeats_needed(sides, threshold, confidence):
-    """Repeats per side that would bring the interval of new / old within +-threshold: the
-    variance of a point's estimate with n repeats is the variance of its repeats' means over n
-    (Kalibera and Jones: between-process spread plus within-process noise over the units a run
-    has), so n = z^2 (cv_old^2 + cv_new^2) / threshold^2 with the CVs of the repeats' means
-    (delta method for the ratio). None where a side has one repeat."""
+    """Repeats per side that would bring the half-width of the interval of new / old (sides:
+    [new, old]) to at most `threshold`: z * ratio * sqrt(sum of mean_variance(side, n) / side^2)
+    <= threshold (the delta method for a ratio), solved for n. None where a side has one repeat:
+    it says nothing of the spread between processes."""
     if min(len(r) for r in sides) < 2:
         return None
     z = float(norm.ppf((1 + confidence) / 2))
-    cvs = [between_cv(r) for r in sides]
-    return max(2, int(np.ceil(z ** 2 * sum(cv ** 2 for cv in cvs) / threshold ** 2)))
+    ratio = estimate(sides[0]) / estimate(sides[1])
+    relative = sum(mean_variance(r, 1) / estimate(r) ** 2 for r in sides)  # of one repeat a side
+    return max(2, int(np.ceil((z * ratio / threshold) ** 2 * relative)))
 
 
 def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=2000, seed=0):
