@@ -287,6 +287,8 @@ def test_repeats_needed_follows_kalibera_and_jones_variance_of_the_mean_of_means
     assert repeats_needed([noisy_units, noisy_units], 0.05, 0.95) == int(np.ceil(z2 * 2 * (100 / 3) / 100 ** 2
                                                                                  / 0.05 ** 2))
     # the ratio's scale: new twice old with the same relative spread needs 4 times the repeats
-    assert repeats_needed([[2 * r for r in drifting], drifting], 0.05, 0.95) == int(
-        np.ceil(4 * z2 * 2 * 100 / 100 ** 2 / 0.05 ** 2))
+    doubled = int(np.ceil(4 * z2 * 2 * 100 / 100 ** 2 / 0.05 ** 2))
+    assert repeats_needed([[2 * r for r in drifting], drifting], 0.05, 0.95) == doubled
+    old, new = (table(point_rows("pytorch", [(scale * r).tolist() for r in drifting])) for scale in (1, 2))
+    assert compare(old, new, resamples=RESAMPLES)["repeats_needed"].iloc[0] == doubled
     assert repeats_needed([drifting[:1], drifting], 0.05, 0.95) is None
