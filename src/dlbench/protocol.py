@@ -78,12 +78,12 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import numerics
+from dlbench.files import file_sha256
 from dlbench.frameworks import backend_module, workload_module
 from dlbench.machine import CpuMeter
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
-from dlbench.files import file_sha256
 from dlbench.weights import initial_weights, weights_sha256
 
 
@@ -284,10 +284,8 @@ class Plan:
 
     def __init__(self, measure, convergence):
         self.measure = measure
-        self.segment_steps = ([convergence.eval_every] * (convergence.steps // convergence.eval_every)
-                              if convergence.steps else [])
-        if convergence.steps % (convergence.eval_every or 1):
-            self.segment_steps.append(convergence.steps % convergence.eval_every)
+        whole, rest = divmod(convergence.steps, convergence.eval_every)
+        self.segment_steps = [convergence.eval_every] * whole + ([rest] if rest else [])
         self.segments_done = self.steady_done = 0
         self.unit_steps = measure.min_unit_steps
         self.calibrated = False

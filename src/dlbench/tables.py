@@ -61,6 +61,12 @@ def point_keys(records):
     return keys
 
 
+def _base(record):
+    """What identifies a run in every table: workload, framework, run id, sweep point, status."""
+    return {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
+            **record["point"], "status": record["status"]}
+
+
 def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
     spec, summary, memory = record["spec"], record["summary"], record["memory"]
@@ -73,11 +79,7 @@ def run_row(record):
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     return {
-        "workload": record["workload"],
-        "framework": record["framework"],
-        "run_id": record["run_id"],
-        **record["point"],
-        "status": record["status"],
+        **_base(record),
         "error": _short_error(record["error"]),
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
@@ -122,11 +124,6 @@ def time_to_target(record, metric, target):
             per_step = record["summary"]["seconds_per_step"]
             return (None if per_step is None else segment["step_end"] * per_step), segment["step_end"]
     return None, None
-
-
-def _base(record):
-    return {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
-            **record["point"], "status": record["status"]}
 
 
 def _machine(block):

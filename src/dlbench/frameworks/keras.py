@@ -300,8 +300,8 @@ def drop_queued_batches(dataset):
     read before the first epoch, which PyDatasetEnqueuer.stop keeps "for the next run" and its
     get() would serve first in epoch 1 (Keras 3.15.1; see the module's docstring). fit makes the
     enqueuer and keeps it to itself: it is found among the objects the garbage collector tracks."""
-    if not getattr(dataset, "workers", 0):
-        return  # no enqueuer (or a tf.data pipeline)
+    if not dataset.workers:
+        return  # no enqueuer
     from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetEnqueuer
 
     for enqueuer in [obj for obj in gc.get_objects() if isinstance(obj, PyDatasetEnqueuer)]:
@@ -429,11 +429,10 @@ class FitMethods:
         if rates[0] is not None:  # the task's schedule (IMDB), by the run's step
             self.model.optimizer.learning_rate = _keras_classes()["RunSchedule"](np.asarray(rates, np.float32))
         callback = clock_callback(self, clock)
-        data = fit_input(self)
-        block_per_fit = data is self.train_data and self.train_data.workers > 0
+        block_per_fit = self.placement.handles["keras_backend"] != "tensorflow" and self.train_data.workers > 0
         while (block := clock.upcoming()) is not None:
             self.train_data.offset = clock.steps_done
-            self.model.fit(data if block_per_fit else fit_input(self), epochs=1 if block_per_fit else len(clock.order),
+            self.model.fit(fit_input(self), epochs=1 if block_per_fit else len(clock.order),
                            steps_per_epoch=block.steps, shuffle=False, verbose=0, callbacks=[callback])
 
     def pending(self):
