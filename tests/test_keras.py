@@ -132,7 +132,8 @@ clock = Clock(spec, placement, backend, workload, None)
 workload.fit(clock)
 with open(LOG) as f:
     loads = [json.loads(line) for line in f]
-print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "replicas": backend.replicas(placement)}))
+print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "replicas": backend.replicas(placement),
+                  "fit_input": type(backend.fit_input(workload)).__module__}))
 """
 
 
@@ -191,6 +192,9 @@ LOADS_BEFORE_RUN = {"keras-tensorflow": 1, "keras-jax": 0, "keras-torch": 0}
 def test_each_block_trains_on_exactly_the_runs_next_steps(framework, workers, tmp_path):
     spec, out = run_probe(framework, tmp_path, workers)
     check_blocks(spec, out, LOADS_BEFORE_RUN[framework])
+    # keras-tensorflow reads a tf.data pipeline, as the TensorFlow modules do (not Keras'
+    # from_generator over the PyDataset); the other two read the PyDataset itself
+    assert out["fit_input"].startswith("tensorflow") == (framework == "keras-tensorflow"), out["fit_input"]
     pids = {load["pid"] for load in out["loads"]}
     if workers and framework != "keras-tensorflow":
         assert out["main_pid"] not in pids, "the batches load in Keras' worker processes"
