@@ -1,8 +1,8 @@
 """What flushing denormals costs or saves: train steps timed with and without it, interleaved.
 
     python benchmarks/numerics.py [--rounds 5] [--steps 20] [--densenet-steps 5] [--out numerics.csv]
-        PyTorch on the IMDB LSTM (batch 64, 200 tokens, vocabulary 5000, embedding and hidden
-        128) and DenseNet-121 (batch 4, 224x224, 14 outputs), random data: denormals flushed
+        PyTorch on the IMDB LSTM (batch 64, --maxlen tokens (100), vocabulary 5000, embedding and
+        hidden 128) and DenseNet-121 (batch 4, 224x224, 14 outputs), random data: denormals flushed
         or not (dlbench.numerics) x oneDNN (torch.backends.mkldnn) on or off x 1 or 2 threads.
     python benchmarks/numerics.py --frameworks pytorch,mxnet,keras-torch [--rounds 5] ...
         the IMDB LSTM step in each framework, flush against framework-default.
@@ -36,8 +36,8 @@ sys.path.insert(0, str(REPO / "src"))
 from dlbench import numerics  # noqa: E402
 from dlbench.record import cpu, cpu_line  # noqa: E402
 
-# The default shapes of the workloads (config.yaml): IMDB batch 64 over 200 tokens, DenseNet-121 batch 4.
-LSTM = {"vocabulary": 5000, "embedding": 128, "hidden": 128, "maxlen": 200, "classes": 2, "batch": 64, "lr": 1e-3}
+# The default shapes of the workloads (config.yaml): IMDB batch 64 over 100 tokens, DenseNet-121 batch 4.
+LSTM = {"vocabulary": 5000, "embedding": 128, "hidden": 128, "maxlen": 100, "classes": 2, "batch": 64, "lr": 1e-3}
 DENSENET = {"batch": 4, "size": 224, "classes": 14, "lr": 1e-4}
 FRAMEWORK_MODELS = {"pytorch": ("lstm", "densenet"), "mxnet": ("lstm",), "keras-torch": ("lstm",)}
 
@@ -176,7 +176,7 @@ def variants(args):
 def run_variant(variant, args):
     steps = args.densenet_steps if variant["model"] == "densenet" else args.steps
     command = [interpreter(variant["framework"]), __file__, "--measure", *(f"--{k}={v}" for k, v in variant.items()),
-               f"--steps={steps}", f"--warmup={args.warmup}"]
+               f"--steps={steps}", f"--warmup={args.warmup}", f"--maxlen={args.maxlen}"]
     proc = subprocess.run(command, capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
                               str(REPO / "src"), os.environ.get("PYTHONPATH")]))})
@@ -236,6 +236,7 @@ def main():
     parser.add_argument("--steps", type=int, default=20, help="timed LSTM steps per measurement")
     parser.add_argument("--densenet-steps", type=int, default=5, help="timed DenseNet-121 steps per measurement")
     parser.add_argument("--warmup", type=int, default=3, help="steps before the clock")
+    parser.add_argument("--maxlen", type=int, default=LSTM["maxlen"], help="tokens per review in the LSTM step")
     parser.add_argument("--out", type=Path, help="write every measurement here (CSV)")
     # one measurement, in the framework's environment (the driver runs these)
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
@@ -244,6 +245,7 @@ def main():
     parser.add_argument("--policy", help=argparse.SUPPRESS)
     parser.add_argument("--mkldnn", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    LSTM["maxlen"] = args.maxlen
     if args.measure:
         args.threads = args.threads[0]
         return measure(args)
