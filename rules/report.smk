@@ -20,6 +20,7 @@ rule aggregate:
     params:
         python=run_python,
         min_unit_seconds=MEASUREMENT["min_unit_seconds"],
+        max_other_cpus=MEASUREMENT["max_other_cpus"],
         statistics=[
             "--confidence", MEASUREMENT["confidence"], "--resamples", MEASUREMENT["resamples"],
             "--cv-threshold", MEASUREMENT["cv_threshold"], "--seed", config["seed"],
@@ -36,7 +37,8 @@ rule aggregate:
     shell:
         "{params.python:q} {input.script:q} {input.records:q}"
         " --runs {output.runs:q} --convergence {output.convergence:q} --units {output.units:q} --points {output.points:q}"
-        " --ratios {output.ratios:q} --min-unit-seconds {params.min_unit_seconds} {params.statistics}"
+        " --ratios {output.ratios:q} --min-unit-seconds {params.min_unit_seconds}"
+        " --max-other-cpus {params.max_other_cpus} {params.statistics}"
         " {params.target} --frameworks {params.frameworks:q} --environment {output.environment:q}"
         " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
 

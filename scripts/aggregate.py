@@ -34,6 +34,8 @@ def main():
     parser.add_argument("--unsuccessful", required=True, help="failed and not applicable runs, invalid records, with why")
     parser.add_argument("--utilisation", required=True, help="one row per utilisation sample of each run")
     parser.add_argument("--min-unit-seconds", type=float, required=True, help="shorter steady units are flagged")
+    parser.add_argument("--max-other-cpus", type=float, required=True,
+                        help="steady units during which other processes used more cores are flagged contended")
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--cv-threshold", type=float, default=0.05)
@@ -51,7 +53,7 @@ def main():
         runs, convergence = tables(records, target)
     else:
         runs, convergence = pd.DataFrame(columns=["status"]), pd.DataFrame()
-    units = units_table(records, args.min_unit_seconds)
+    units = units_table(records, args.min_unit_seconds, args.max_other_cpus)
     statistics = dict(confidence=args.confidence, resamples=args.resamples, seed=args.seed)
     frames = {args.runs: runs, args.convergence: convergence, args.units: units,
               args.points: point_statistics(units, cv_threshold=args.cv_threshold, **statistics),

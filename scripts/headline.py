@@ -21,7 +21,7 @@ def main():
     headline = pd.DataFrame({
         "comparison": [describe(row) for _, row in ratios.iterrows()],
         **{key: ratios[key] for key in ("workload", "ratio", "ci_low", "ci_high", "verdict", "unstable",
-                                        "below_minimum") if key in ratios},
+                                        "below_minimum", "contended") if key in ratios},
     })
     tmp = args.out.with_name(args.out.name + ".tmp")
     headline.to_csv(tmp, index=False)

@@ -12,12 +12,13 @@ from dlbench.stats import (NO_DIFFERENCE, ONE_SAMPLE, compare, describe, point_k
 RESAMPLES = 500
 MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "single"}
 MEASURES = ["status", "unit", "warmup", "wall_s", "samples", "steps", "samples_per_s", "steal_s", "other_cpu_s",
-            "run_cpu_s", "cpus", "below_minimum"]
+            "run_cpu_s", "cpus", "below_minimum", "contended"]
 
 
-def point_rows(framework, repeats, workload="mnist", status="ok", below=(), point=MNIST, **changes):
+def point_rows(framework, repeats, workload="mnist", status="ok", below=(), contended=(), point=MNIST, **changes):
     """Units-table rows of one point: repeats[r] are the steady throughputs of repeat r + 1,
-    each run starting with a slow warm-up unit; below: (repeat, unit) pairs below the minimum."""
+    each run starting with a slow warm-up unit; below, contended: (repeat, unit) pairs below
+    the minimum, or with other processes beside them."""
     point = {**point, **changes}
     rows = []
     for repeat, steady in enumerate(repeats, 1):
@@ -26,7 +27,8 @@ def point_rows(framework, repeats, workload="mnist", status="ok", below=(), poin
             rows.append({"workload": workload, "framework": framework, "run_id": run_id, **point, "repeat": repeat,
                          "status": status, "unit": unit, "warmup": unit == 1, "wall_s": 1000 / value,
                          "samples": 1000, "steps": 4, "samples_per_s": value, "steal_s": 0.0, "other_cpu_s": np.nan,
-                         "run_cpu_s": 1.0, "cpus": 2, "below_minimum": (repeat, unit) in below})
+                         "run_cpu_s": 1.0, "cpus": 2, "below_minimum": (repeat, unit) in below,
+                         "contended": (repeat, unit) in contended})
     return rows
 
 
@@ -39,6 +41,17 @@ def table(*parts):
 def noisy(median, units=3, repeats=3, noise=0.01, seed=0):
     rng = np.random.default_rng(seed)
     return (median * (1 + rng.normal(0, noise, (repeats, units)))).tolist()
+
+
+def test_a_contended_unit_flags_its_point_its_ratios_and_their_description():
+    units = table(point_rows("pytorch", noisy(100.0), contended={(2, 3)}), point_rows("tensorflow", noisy(100.0)))
+    points = point_statistics(units, resamples=RESAMPLES).set_index("framework")
+    assert points.loc["pytorch", "contended"] and not points.loc["tensorflow", "contended"]
+    row = ratios(units, resamples=RESAMPLES).iloc[0]
+    assert row["contended"] and "contended" in describe(row)
+    quiet = ratios(table(point_rows("pytorch", noisy(100.0)), point_rows("tensorflow", noisy(100.0))),
+                   resamples=RESAMPLES).iloc[0]
+    assert not quiet["contended"] and "contended" not in describe(quiet)
 
 
 def test_point_keys_are_the_columns_between_run_id_and_status_less_repeat():

@@ -138,12 +138,15 @@ def test_final_results_are_flattened_into_the_runs_table(tmp_path):
 
 def test_units_table_marks_the_warm_up_short_units_and_what_the_machine_did(tmp_path):
     records = load_records(write_records(tmp_path, record(spec(), result(3.0, 0.5, 2.0), 0, [], "now", 7.0)))
-    units = units_table(records, min_unit_seconds=1.0)
+    units = units_table(records, min_unit_seconds=1.0, max_other_cpus=0.4)
     assert units["kind"].tolist() == ["warmup", "steady", "steady"]
     assert units["warmup"].tolist() == [True, False, False]
     assert units["step"].tolist() == [40, 50, 60] and units["minor_faults"].tolist() == [100, 100, 100]
     assert units["below_minimum"].tolist() == [False, True, False]  # the warm-up is never a steady unit
     assert units["other_cpu_s"].tolist() == [0.0, 0.5, 1.0] and units["cpus"].tolist() == [2, 2, 2]
+    # other processes' cores per second of the unit: 0.5 / 0.5 s, 1.0 / 2.0 s
+    assert units["contended"].tolist() == [False, True, True]
+    assert units_table(records, min_unit_seconds=1.0, max_other_cpus=0.6)["contended"].tolist() == [False, True, False]
     assert list(units.columns[:3]) == ["workload", "framework", "run_id"]
     assert units.columns[units.columns.get_loc("status") - 1] == "repeat"
 

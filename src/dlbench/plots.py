@@ -35,7 +35,8 @@ def with_numerics(title, runs):
 
 def flagged_label(row, label):
     """A point's label, saying when its figure is not a steady measurement."""
-    flags = [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")))
+    flags = [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")),
+                                     ("contended", row.get("contended")))
              if flag is True or flag == "True"]
     return f"{label} ({', '.join(flags)})" if flags else label
 

@@ -118,12 +118,17 @@ def between_cv(repeats):
     return _cv([r.mean() for r in repeats])
 
 
+FLAGS = ["unstable", "below_minimum", "contended"]
+
+
 def _flags(group, cv_threshold):
-    """(unstable, below minimum) of a point's steady units: unstable when the units of its runs
-    or the runs' means vary more than the threshold (CV); one unit gives no CV."""
+    """A point's flags from its steady units: unstable when the units of its runs or the runs'
+    means vary more than the threshold (CV; one unit gives no CV), below_minimum or contended
+    when any unit is (tables.unit_rows)."""
     repeats = repeats_of(group)
     spread = np.nanmax([within_cv(repeats), between_cv(repeats), -np.inf])
-    return bool(spread > cv_threshold), bool(_flag(group["below_minimum"]).any())
+    return {"unstable": bool(spread > cv_threshold),
+            **{name: bool(_flag(group[name]).any()) if name in group else False for name in FLAGS[1:]}}
 
 
 def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, seed=0):
@@ -138,7 +143,6 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
         mean, low, high = _interval([repeats], lambda m: m, confidence, resamples, seed)
         values = group["samples_per_s"].to_numpy(dtype=float)
         q25, median, q75 = np.percentile(values, [25, 50, 75])
-        unstable, below = _flags(group, cv_threshold)
         rows.append({
             **dict(zip(keys, name)),
             "repeats": len(repeats),
@@ -147,10 +151,10 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
             "mean": mean, "ci_low": low, "ci_high": high,
             "median": median, "q25": q25, "q75": q75, "iqr": q75 - q25,
             "cv_within": within_cv(repeats), "cv_between": between_cv(repeats),
-            "unstable": unstable, "below_minimum": below,
+            **_flags(group, cv_threshold),
         })
     columns = keys + ["repeats", "units", "steps", "mean", "ci_low", "ci_high", "median", "q25", "q75", "iqr",
-                      "cv_within", "cv_between", "unstable", "below_minimum"]
+                      "cv_within", "cv_between", *FLAGS]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -193,11 +197,11 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
     def add(num, den, comparison, framework, fixed):
         ratio, low, high = _interval([repeats_of(groups[num]), repeats_of(groups[den])],
                                      lambda a, b: a / b, confidence, resamples, seed)
-        (num_unstable, num_below), (den_unstable, den_below) = (_flags(groups[n], cv_threshold) for n in (num, den))
+        sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
             "workload": num[0], "comparison": comparison, "framework": framework, **fixed,
             "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
-            "unstable": num_unstable or den_unstable, "below_minimum": num_below or den_below,
+            **{name: any(side[name] for side in sides) for name in FLAGS},
         })
 
     # frameworks side by side at the same point; a key that only repeats the framework (the
@@ -236,8 +240,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
                     comparison += f" ({num[index['strategy']]})"
                 add(num, den, comparison, num[1], fixed)
 
-    columns = ["workload", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", "unstable",
-               "below_minimum"]
+    columns = ["workload", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
     frame = pd.DataFrame(rows, columns=columns)
     frame[point] = frame[point].convert_dtypes()  # devices 2, not 2.0, beside the NaN of the compared dimension
     return frame
@@ -253,11 +256,10 @@ def plain(value):
 def describe(row):
     """One readable line of a ratios row, e.g. 'mnist model=small batch=256 devices=1: tensorflow /
     pytorch steady throughput 1.42 [1.35, 1.49] faster'."""
-    known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
-             "below_minimum"}
+    known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS}
     where = " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and not pd.isna(v))
     who = f"{row['framework']} " if isinstance(row["framework"], str) and row["framework"] else ""
-    flags = [name.replace("_", " ") for name in ("unstable", "below_minimum") if str(row.get(name)).lower() == "true"]
+    flags = [name.replace("_", " ") for name in FLAGS if str(row.get(name)).lower() == "true"]
     interval = "" if pd.isna(row["ci_low"]) else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
     line = (f"{row['workload']}{' ' + where if where else ''}: {who}{row['comparison']} steady throughput "
             f"{row['ratio']:.2f}{interval} {row['verdict']}")

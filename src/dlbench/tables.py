@@ -131,9 +131,17 @@ def _machine(block):
     return {key: machine.get(key) for key in ("steal_s", "other_cpu_s", "run_cpu_s", "minor_faults", "cpus")}
 
 
-def unit_rows(record, min_unit_seconds):
+def contended(machine, wall_s, max_other_cpus):
+    """Whether other processes used more than `max_other_cpus` cores on average during a unit:
+    a step on OpenMP threads (PyTorch, MXNet) stalls when one of its cores is taken."""
+    other = machine.get("other_cpu_s")
+    return other is not None and other / wall_s > max_other_cpus
+
+
+def unit_rows(record, min_unit_seconds, max_other_cpus):
     """One row per timed unit of a run (calibration, warm-up, steady); with what the machine
-    did meanwhile and whether a steady unit was shorter than the minimum."""
+    did meanwhile, whether a steady unit was shorter than the minimum and whether other
+    processes took more than `max_other_cpus` cores during it."""
     rows = []
     for unit in record["units"]:
         steady = unit["kind"] == "steady"
@@ -150,15 +158,16 @@ def unit_rows(record, min_unit_seconds):
             "loss": unit["loss"],
             **_machine(unit),
             "below_minimum": steady and unit["wall_s"] < min_unit_seconds,
+            "contended": steady and contended(unit["machine"] or {}, unit["wall_s"], max_other_cpus),
         })
     return rows
 
 
-def units_table(records, min_unit_seconds):
+def units_table(records, min_unit_seconds, max_other_cpus):
     columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "kind", "warmup", "wall_s",
                "samples", "steps", "step", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
-               "cpus", "below_minimum"]
-    rows = [row for record in records for row in unit_rows(record, min_unit_seconds)]
+               "cpus", "below_minimum", "contended"]
+    rows = [row for record in records for row in unit_rows(record, min_unit_seconds, max_other_cpus)]
     return pd.DataFrame(rows, columns=columns)
 
 
