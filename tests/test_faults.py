@@ -194,7 +194,7 @@ def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow,
     out = {name: tmp_path / f"{name}.csv" for name in ("runs", "convergence", "units", "points", "ratios", "environment",
                                                          "unsuccessful", "utilisation")}
     proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
-                           str(tmp_path / "bad.json"), "--min-unit-seconds", "0",
+                           str(tmp_path / "bad.json"), "--min-unit-seconds", "0", "--max-other-cpus", "0.5",
                            *[arg for name, path in out.items() for arg in (f"--{name}", str(path))]],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
