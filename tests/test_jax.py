@@ -60,7 +60,7 @@ def workload(name, build=True):
 def test_sharding_splits_each_batch_into_contiguous_device_slices_and_replicates_the_state(tmp_path):
     out = run_jax("""
     import numpy as np
-    from dlbench.protocol import shard
+    from dlbench.contract import shard
     w = workload("two")
     placement = w.placement
     order = np.arange(w.spec.global_batch)[::-1].copy()
@@ -206,7 +206,7 @@ def test_the_chestxray_loader_delivers_the_orders_batches_with_each_steps_epoch_
     step gets the batch of its (epoch, indices), as TrainBatch makes it directly."""
     code = """
     import numpy as np
-    from dlbench.protocol import RunClock, run_blocks
+    from dlbench.clock import run_blocks, RunClock
     from dlbench.workloads.chestxray.jax import TrainBatch
     w = workload("loader")
     clock = RunClock(w.spec, w.placement, backend, w, None)
@@ -239,7 +239,7 @@ def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(t
     planned rounds, not queued behind the training order), then the units and the final test
     evaluation; the same losses and metrics with and without workers."""
     code = """
-    from dlbench.protocol import Results, RunClock, run_blocks
+    from dlbench.clock import Results, run_blocks, RunClock
     out = {}
     for name in ("w0", "w2"):
         w = workload(name)
@@ -279,7 +279,7 @@ def test_the_learning_rate_set_mid_run_is_the_steps_without_a_new_compilation(tm
     weights as they were, and the step is not compiled again."""
     out = run_jax("""
     import numpy as np
-    from dlbench.protocol import Plan, run_order
+    from dlbench.clock import Plan, run_order
     w = workload("one")
     order, epochs = run_order(w.n_train, w.spec.global_batch, w.spec.seed,
                               Plan.max_steps(w.spec.measure, w.spec.convergence))

@@ -17,7 +17,7 @@ import textwrap
 import pytest
 
 from conftest import REPO, venv_python
-from dlbench.protocol import Plan, run_order
+from dlbench.clock import Plan, run_order
 from dlbench.specs import Convergence, Measure, spec_to_json
 from specs import smoke_spec
 
@@ -47,7 +47,8 @@ PROBE = """
 import json, os, sys, time
 import numpy as np
 from dlbench.frameworks import keras as backend
-from dlbench.protocol import RunClock, Workload
+from dlbench.clock import RunClock
+from dlbench.contract import Workload
 from dlbench.specs import spec_from_dict
 
 with open(SPEC) as f:

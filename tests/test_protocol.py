@@ -1,8 +1,11 @@
-"""The measurement plan and the run's order (dlbench.protocol), without a framework."""
+"""The measurement plan and the run's order (dlbench.clock), without a framework; the protocol's
+modules import each other one way."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from dlbench.protocol import Plan, epoch_order, run_order
+from dlbench.clock import epoch_order, Plan, run_order
 from dlbench.specs import Convergence, Measure
 
 
@@ -71,3 +74,20 @@ def test_the_run_order_is_the_epochs_back_to_back_whatever_its_length(n_samples,
     assert epochs[0] == 1 and epochs[per_epoch] == 2 and np.all(np.diff(epochs) >= 0)
     # the same order for the same seed, wherever it is cut
     assert np.array_equal(run_order(n_samples, batch, 3, 20)[0], order[:20])
+
+
+def test_a_framework_s_code_never_imports_the_protocol():
+    """The protocol imports the framework modules (by name, at run time); they import the
+    contract and the clock, which import neither the protocol nor a framework: no cycle."""
+    from dlbench.frameworks import FRAMEWORKS, backend_module, workload_module
+    from dlbench.provenance import code_files
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    framework_modules = [m for name in FRAMEWORKS for w in ("mnist", "imdb", "chestxray")
+                         for m in (backend_module(name), workload_module(w, name))]
+    for module in [*framework_modules, "dlbench.contract", "dlbench.clock"]:
+        files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
+        assert "dlbench/protocol.py" not in files, module
+    for module in ["dlbench.contract", "dlbench.clock"]:
+        files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
+        assert not any(f.startswith(("dlbench/frameworks/", "dlbench/workloads/")) for f in files), module

@@ -5,7 +5,9 @@ import re
 import pytest
 
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.protocol import epoch_order, resolve_device, FrameworkError, NotApplicable
+from dlbench.clock import epoch_order
+from dlbench.contract import FrameworkError, NotApplicable
+from dlbench.protocol import resolve_device
 from dlbench.provenance import code_files
 from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
 from conftest import REPO

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from dlbench.protocol import Workload
+from dlbench.contract import Workload
 from dlbench.specs import DENSENET121
 from dlbench.weights import initial_weights, weights_sha256
 from specs import smoke_spec

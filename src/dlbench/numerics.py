@@ -29,6 +29,7 @@ measurement as JSON (tests/test_numerics.py runs it in every framework's environ
 import argparse
 import ctypes
 import ctypes.util
+import importlib
 import json
 import os
 import platform
@@ -159,10 +160,10 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     spec = probe_spec(args.framework, args.policy, args.threads)
-    from dlbench.protocol import backend_of
+    from dlbench.frameworks import backend_module
 
     apply(spec.numerics)  # as dlbench.protocol.main: before the backend is imported
-    backend = backend_of(spec)
+    backend = importlib.import_module(backend_module(args.framework))
     if hasattr(backend, "configure"):
         backend.configure(spec)
     placement = backend.setup(spec, "cpu", 0)

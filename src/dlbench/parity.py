@@ -21,7 +21,8 @@ import json
 
 import numpy as np
 
-from dlbench.protocol import backend_of, run_order, workload_class
+from dlbench.clock import run_order
+from dlbench.protocol import backend_of, workload_class
 from dlbench.specs import spec_from_dict
 
 

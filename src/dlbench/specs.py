@@ -37,7 +37,7 @@ class StepSchedule:
 
 @dataclass(frozen=True)
 class Measure:
-    """How a run's throughput is measured (dlbench.protocol.Plan): the same for every framework."""
+    """How a run's throughput is measured (dlbench.clock.Plan): the same for every framework."""
     min_unit_seconds: float   # a unit lasts at least this long ...
     min_unit_steps: int       # ... and at least this many steps
     max_unit_steps: int       # calibration stops here even if a unit is still short

@@ -15,7 +15,7 @@ PyTorch's default initialisation of each module:
   variance 1 (num_batches_tracked 0, int64 as in PyTorch), the classifier's weight PyTorch's
   default and its bias 0.
 
-The protocol loads them into every framework after build_model (dlbench.protocol.Workload.build)
+The protocol loads them into every framework after build_model (dlbench.contract.Workload.build)
 and records `weights_sha256` of them. The names follow the model modules: the MNIST layers of
 PyTorch's nn.Sequential, the LSTM's `SentimentLSTM`, DenseNet's torchvision names derived from
 the spec's DenseNetModel (blocks, growth, bottleneck, compression, initial features).

@@ -2,7 +2,7 @@
 
 A framework is a line here, its env file envs/<name>.yaml (the one place its versions are
 written), its backend module beside this file (devices, processes, the device sync: see
-dlbench.protocol), and one module per workload, dlbench/workloads/<workload>/<module>.py.
+dlbench.contract), and one module per workload, dlbench/workloads/<workload>/<module>.py.
 Keras 3's three frameworks share one module of each: the same Keras code, on the backend
 that the env's KERAS_BACKEND chooses.
 """

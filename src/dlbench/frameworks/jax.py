@@ -1,9 +1,9 @@
-"""JAX's backend: devices, threads, the mesh and the device sync (the contract: dlbench.protocol),
+"""JAX's backend: devices, threads, the mesh and the device sync (the contract: dlbench.contract),
 and what the JAX workload modules share (the compiled step, batches on the mesh, the grain loader).
 
 Strategies: "single" (one device) and "sharding" (N devices of ONE process: a
 jax.sharding.Mesh with one axis, "batch"; each batch is placed with NamedSharding split along
-the batch axis, device i taking the i-th contiguous slice as dlbench.protocol.shard does; the
+the batch axis, device i taking the i-th contiguous slice as dlbench.contract.shard does; the
 model and optimizer state are replicated; the compiled step is the same code, and XLA's
 partitioner adds the all-reduce of the gradients). A run is always one process (rank 0).
 Batch normalisation under "sharding" normalises over the global batch (XLA partitions the
@@ -53,7 +53,8 @@ import numpy as np
 
 from dlbench.frameworks import reported
 from dlbench.numerics import denormals, flushed
-from dlbench.protocol import FrameworkError, Placement, Plan
+from dlbench.clock import Plan
+from dlbench.contract import FrameworkError, Placement
 
 STRATEGIES = ("single", "sharding")
 BATCH_AXIS = "batch"
@@ -587,7 +588,7 @@ class Feed:
 
 def order_feed(placement, spec, name):
     """The training loader: a Feed of ONE round, the run's order, Plan.max_steps batches long
-    (dlbench.protocol.run_order), of which the run reads as many as its blocks take."""
+    (dlbench.clock.run_order), of which the run reads as many as its blocks take."""
     return Feed(placement, [Plan.max_steps(spec.measure, spec.convergence)], spec.workers, name)
 
 

@@ -1,5 +1,5 @@
 """Keras 3's backend, one module for the frameworks keras-tensorflow, keras-jax and keras-torch
-(the contract: dlbench.protocol), and what the Keras workload modules share: the PyDataset of
+(the contract: dlbench.contract), and what the Keras workload modules share: the PyDataset of
 the run's order, the callback that drives the protocol's clock, model.fit, predictions.
 
 Which Keras backend runs is the environment's KERAS_BACKEND (envs/keras-<backend>.yaml sets
@@ -19,7 +19,7 @@ set before the model is built. keras-torch has none: keras.distribution has no t
 implementation in Keras 3.15.1 (keras/src/backend/__init__.py sets distribution_lib to None
 for torch) and the torch trainer's fit runs on one device, so a point of more than one device
 is not applicable. Either engine splits each global batch into contiguous per-replica
-slices, replica r taking slice r, as dlbench.protocol.shard does.
+slices, replica r taking slice r, as dlbench.contract.shard does.
 
 Training is Keras' own loop: model.compile(Adam, the loss, jit_compile left to Keras' default
 per backend: XLA on JAX, not on TensorFlow on a CPU nor on torch), then model.fit with
@@ -68,7 +68,7 @@ import queue
 import numpy as np
 
 from dlbench.frameworks import FRAMEWORKS, backend_module
-from dlbench.protocol import FrameworkError, NotApplicable
+from dlbench.contract import FrameworkError, NotApplicable
 
 # framework (keras-<backend>, dlbench.frameworks) -> the Keras backend it runs on, and that
 # backend -> the benchmark's backend module of its engine (placement, threads, sync)

@@ -1,4 +1,4 @@
-"""MXNet's backend: contexts, threads and the engine sync (the contract: dlbench.protocol).
+"""MXNet's backend: contexts, threads and the engine sync (the contract: dlbench.contract).
 
 Strategies: "single" (one context) and "kvstore" (data parallel over N contexts of ONE
 process: each context runs forward and backward on its contiguous slice of the batch, and the
@@ -16,7 +16,7 @@ import sys
 
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.numerics import denormals, flushed
-from dlbench.protocol import FrameworkError, Placement
+from dlbench.contract import FrameworkError, Placement
 from dlbench.record import gpus
 
 STRATEGIES = ("single", *FRAMEWORKS["mxnet"].strategies)

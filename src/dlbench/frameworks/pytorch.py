@@ -1,4 +1,4 @@
-"""PyTorch's backend: devices, processes and the device sync (the contract: dlbench.protocol).
+"""PyTorch's backend: devices, processes and the device sync (the contract: dlbench.contract).
 
 Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
 gloo on CPUs, nccl on GPUs) and "dp" (DataParallel, one process driving every GPU).
@@ -15,7 +15,7 @@ from torch import nn
 
 from dlbench.frameworks import reported
 from dlbench.numerics import denormals, flushed
-from dlbench.protocol import NotApplicable, Placement
+from dlbench.contract import NotApplicable, Placement
 
 PORT_VARIABLE = "DLBENCH_TORCH_PORT"  # the rendezvous port of a ddp run, set before its processes start
 

@@ -1,5 +1,5 @@
 """TensorFlow's backend: devices, processes, strategies and the device sync (the contract:
-dlbench.protocol), and what the TensorFlow workload modules share (input pipelines, the step).
+dlbench.contract), and what the TensorFlow workload modules share (input pipelines, the step).
 
 Strategies: "single" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
 devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiworker"
@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import reported
 from dlbench.numerics import denormals, flushed
-from dlbench.protocol import Placement, shard
+from dlbench.contract import Placement, shard
 
 STRATEGIES = ("single", "mirrored", "multiworker")
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
@@ -251,7 +251,7 @@ def loader_options(workers):
 
 def distribute(placement, order, make_dataset):
     """The run's order as this process's input, made once and iterated across every block:
-    replica r of the process takes shard r (dlbench.protocol.shard) of each of the process's
+    replica r of the process takes shard r (dlbench.contract.shard) of each of the process's
     batches.
 
     order: this process's index batches (steps, process batch), every epoch back to back, as

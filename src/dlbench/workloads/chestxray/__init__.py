@@ -18,7 +18,7 @@ import numpy as np
 
 from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, augmentation, split_files
 from dlbench.metrics import auc_per_finding, macro_auc
-from dlbench.protocol import Workload
+from dlbench.contract import Workload
 
 
 def bce_with_logits(logits, labels):

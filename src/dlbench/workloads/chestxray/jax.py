@@ -24,7 +24,7 @@ from flax import nnx
 
 from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import jax as backend
-from dlbench.protocol import Plan
+from dlbench.clock import Plan
 from dlbench.workloads.chestxray import ChestXray
 
 # --- the model: DenseNet-BC with torchvision's module names ----------------------------------------

@@ -7,7 +7,7 @@ module reuses its ChestX-ray training loader; train_step only takes the batch.
 import numpy as np
 
 from dlbench.chestxray import augmentation, split_files
-from dlbench.protocol import Workload
+from dlbench.contract import Workload
 
 
 class ChestXrayLoader(Workload):

@@ -12,7 +12,7 @@ without background threads. Workers are started before the first epoch and kept.
 """
 import numpy as np
 
-from dlbench.protocol import NotApplicable, Workload
+from dlbench.contract import NotApplicable, Workload
 
 EVAL_BATCH = 500
 

@@ -8,7 +8,7 @@ Dense 10 (4,104,202). Adam and softmax cross-entropy. Inputs are float32 N x 1 x
 """
 import numpy as np
 
-from dlbench.protocol import Workload
+from dlbench.contract import Workload
 
 EVAL_BATCH = 1000
 

@@ -1,0 +1,217 @@
+"""The clock of a run, the same for every framework: the run's order of index batches
+(epoch_order, run_order), the plan of its blocks (Plan), the clock around each block (RunClock),
+the protocol's own loop over them (run_blocks) and what the first process reports (Results).
+Step 3 and 4 of dlbench.protocol."""
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from dlbench.machine import CpuMeter
+from dlbench.record import write_json
+
+
+def epoch_order(n_samples, global_batch, seed, epoch):
+    """Index batches of one epoch, the same in every framework: (n_batches, global_batch).
+
+    The order comes from the seed and the epoch number alone; the last partial batch is
+    dropped so that every framework and every device count sees the same samples.
+    """
+    order = np.random.default_rng([seed, epoch]).permutation(n_samples)
+    n_batches = n_samples // global_batch
+    if n_batches == 0:
+        raise ValueError(f"{n_samples} samples make no batch of {global_batch}")
+    return order[: n_batches * global_batch].reshape(n_batches, global_batch)
+
+
+def run_order(n_samples, global_batch, seed, steps):
+    """The run's index batches, epochs 1, 2, ... back to back, `steps` of them:
+    (order (steps, global_batch), the epoch of each step (steps,))."""
+    orders, epochs, total, epoch = [], [], 0, 0
+    while total < steps:
+        epoch += 1
+        orders.append(epoch_order(n_samples, global_batch, seed, epoch))
+        epochs.append(np.full(len(orders[-1]), epoch))
+        total += len(orders[-1])
+    return np.concatenate(orders)[:steps], np.concatenate(epochs)[:steps]
+
+
+class Results:
+    """What the first process reports, flushed after every block so that a crash keeps the
+    blocks that finished."""
+
+    def __init__(self, path):
+        self.path = path
+        self.data = {"status": "running", "segments": [], "units": []}
+
+    def update(self, **values):
+        self.data.update(values)
+        write_json(self.path, self.data)
+
+    def block(self, kind, **values):
+        """A convergence segment or a throughput unit."""
+        self.data["segments" if kind == "segment" else "units"].append({"kind": kind, **values})
+        write_json(self.path, self.data)
+        print(f"{kind} {values['index']}: {values['steps']} steps, {values['wall_s']:.3f} s, loss {values['loss']}"
+              + (f", {values['metric']}" if kind == "segment" else ""), flush=True)
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str    # segment (convergence, evaluated after), calibration, warmup or steady
+    steps: int
+
+
+class Plan:
+    """Which block of steps comes next: the measurement plan, pure (no clock, no framework).
+
+    Convergence segments of `convergence.eval_every` steps up to `convergence.steps`; then
+    calibration units from `measure.min_unit_steps` steps, each next one longer (twice as
+    long, or as long as the last one's time says a `min_unit_seconds` unit is, if more; at
+    most `max_unit_steps`) until one lasts `min_unit_seconds`; that length is the unit. That
+    unit is the first warm-up unit; warm-up units follow until two consecutive ones agree
+    within `warmup_tolerance` of the earlier ("stable"), or `max_warmup_units` have run
+    ("cap"). Then `steady_units` steady units, and the plan is done (None)."""
+
+    def __init__(self, measure, convergence):
+        self.measure = measure
+        whole, rest = divmod(convergence.steps, convergence.eval_every)
+        self.segment_steps = [convergence.eval_every] * whole + ([rest] if rest else [])
+        self.segments_done = self.steady_done = 0
+        self.unit_steps = measure.min_unit_steps
+        self.calibrated = False
+        self.warmup_walls = []   # the warm-up units at the calibrated length
+        self.warmup_end = None   # stable or cap
+
+    @staticmethod
+    def max_steps(measure, convergence):
+        """An upper bound of the steps a run takes (the length of its order)."""
+        calibration = 2 * measure.max_unit_steps  # the doubling's sum
+        return convergence.steps + calibration + (measure.max_warmup_units + measure.steady_units) * measure.max_unit_steps
+
+    def upcoming(self):
+        if self.segments_done < len(self.segment_steps):
+            return Block("segment", self.segment_steps[self.segments_done])
+        if not self.calibrated:
+            return Block("calibration", self.unit_steps)
+        if self.warmup_end is None:
+            return Block("warmup", self.unit_steps)
+        if self.steady_done < self.measure.steady_units:
+            return Block("steady", self.unit_steps)
+        return None
+
+    def done(self, wall_s):
+        """The upcoming block ran in wall_s seconds."""
+        m = self.measure
+        kind = self.upcoming().kind
+        if kind == "segment":
+            self.segments_done += 1
+        elif kind == "calibration":
+            if wall_s >= m.min_unit_seconds or self.unit_steps >= m.max_unit_steps:
+                self.calibrated = True
+                self._warmup(wall_s)
+            else:
+                wanted = math.ceil(self.unit_steps * m.min_unit_seconds / max(wall_s, 1e-9))
+                self.unit_steps = min(m.max_unit_steps, max(2 * self.unit_steps, wanted))
+        elif kind == "warmup":
+            self._warmup(wall_s)
+        else:
+            self.steady_done += 1
+
+    def _warmup(self, wall_s):
+        self.warmup_walls.append(wall_s)
+        walls = self.warmup_walls
+        if len(walls) >= 2 and abs(walls[-1] - walls[-2]) <= self.measure.warmup_tolerance * walls[-2]:
+            self.warmup_end = "stable"
+        elif len(walls) >= self.measure.max_warmup_units:
+            self.warmup_end = "cap"
+
+    def summary(self):
+        return {"unit_steps": self.unit_steps, "warmup_units": len(self.warmup_walls), "warmup_end": self.warmup_end}
+
+
+class RunClock:
+    """Step 4 of the protocol for one process: the run's order, the plan of its blocks, the
+    clock around each block and what is recorded after it. The protocol's own loop
+    (`run_blocks`) calls it; so does a framework's own loop (a workload's `fit`, e.g. Keras'
+    model.fit), from its per-epoch hooks:
+
+        clock.order, clock.epochs       the run's index batches for this process, each step's epoch
+        block = clock.upcoming()        the next block (kind, steps), None when the run is done
+        clock.start()                   every process waits for the others; the clock starts
+        ... block.steps steps ...
+        clock.stop(steps, loss_sum, pending)   the device sync; the clock stops; evaluation
+                                        (after a convergence segment) and the record, outside it
+    """
+
+    def __init__(self, spec, placement, backend, workload, results):
+        self.spec, self.placement, self.backend, self.workload = spec, placement, backend, workload
+        self.results = results  # None in the processes that do not report
+        # The whole run's CPU: the trainer leads the process group of every rank and worker.
+        self.meter = CpuMeter.of_group() if results else None
+        self.plan = Plan(spec.measure, spec.convergence)
+        order, self.epochs = run_order(workload.n_train, spec.global_batch, spec.seed,
+                                       Plan.max_steps(spec.measure, spec.convergence))
+        self.order = placement.local(order)
+        self.steps_done = 0
+        self.started = self.cpu_before = None
+
+    def upcoming(self):
+        return self.plan.upcoming()
+
+    def learning_rate(self, step):
+        """The learning rate of the run's step `step` (from the task's epoch_info), or None."""
+        return self.workload.epoch_info(int(self.epochs[step])).get("lr")
+
+    def start(self):
+        self.cpu_before = self.meter.read() if self.meter else None
+        self.backend.barrier(self.placement)
+        self.started = time.perf_counter()
+
+    def stop(self, steps, loss_sum, pending=None):
+        """steps: the train steps the block ran; loss_sum: the sum of their losses on the device
+        (None: no loss); pending: the last device value of the block, for frameworks that can
+        only wait on a value (JAX), else None (the loss sum is used)."""
+        self.backend.sync(self.placement, loss_sum if pending is None else pending)
+        wall_s = time.perf_counter() - self.started
+        machine = self.meter.usage(self.cpu_before, self.meter.read()) if self.meter else None
+        block = self.plan.upcoming()
+        if steps != block.steps:
+            raise RuntimeError(f"{self.spec.framework} ran {steps} steps of a {block.kind} block of {block.steps}")
+        loss = None
+        if loss_sum is not None:
+            loss = self.backend.mean_over_processes(self.backend.to_float(loss_sum), self.placement) / steps
+        self.steps_done += steps
+        last = self.steps_done - 1
+        if self.results:
+            values = dict(index=len(self.results.data["segments" if block.kind == "segment" else "units"]) + 1,
+                          steps=steps, step_end=self.steps_done, epoch=int(self.epochs[last]), wall_s=wall_s,
+                          samples=steps * self.spec.global_batch, loss=loss, machine=machine,
+                          lr=self.learning_rate(last))
+            if block.kind == "segment":
+                eval_start = time.perf_counter()
+                values["metric"] = self.workload.evaluate()
+                values["eval_s"] = time.perf_counter() - eval_start
+            self.results.block(block.kind, **values)
+        if block.kind == "segment":
+            self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
+        self.plan.done(wall_s)
+
+
+def run_blocks(workload, clock):
+    """The protocol's own loop: one iterable of the workload's batches for the whole run, one
+    train_step each, in the clock's blocks."""
+    batches = iter(workload.batches(clock.order, clock.epochs))  # outside the clock
+    lr = None
+    while (block := clock.upcoming()) is not None:
+        clock.start()
+        loss_sum = None
+        for step in range(clock.steps_done, clock.steps_done + block.steps):
+            if (step_lr := clock.learning_rate(step)) != lr:
+                workload.set_learning_rate(step_lr)
+                lr = step_lr
+            loss = workload.train_step(next(batches))
+            if loss is not None:
+                loss_sum = loss if loss_sum is None else loss_sum + loss
+        clock.stop(block.steps, loss_sum)
