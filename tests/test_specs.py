@@ -68,7 +68,7 @@ def test_a_run_s_code_is_what_it_imports():
     files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=["dlbench.harness", "dlbench.protocol",
                                                                           "dlbench.frameworks.pytorch",
                                                                           "dlbench.workloads.mnist.pytorch"])}
-    assert {"dlbench/protocol.py", "dlbench/harness.py", "dlbench/frameworks/pytorch.py",
+    assert {"dlbench/protocol.py", "dlbench/harness.py", "dlbench/frameworks/pytorch/__init__.py",
             "dlbench/workloads/mnist/__init__.py", "dlbench/workloads/mnist/pytorch.py",
             "dlbench/specs.py", "dlbench/record.py"} <= files
     assert not any("tensorflow" in f or "imdb" in f for f in files)
@@ -81,7 +81,7 @@ def test_the_frameworks_are_listed_in_one_place():
     file and one module per workload; no rule, schema or config lists the frameworks."""
     for name, framework in FRAMEWORKS.items():
         assert (REPO / "envs" / f"{name}.yaml").is_file(), name
-        assert (REPO / "src" / "dlbench" / "frameworks" / f"{framework.module}.py").is_file(), name
+        assert (REPO / "src" / "dlbench" / "frameworks" / framework.module / "__init__.py").is_file(), name
         for workload in WORKLOADS:
             module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "_") / f"{framework.module}.py"
             assert module.is_file(), module

@@ -3,7 +3,7 @@ framework part implement, where a process computes (Placement), and the two ways
 refuse to run. The protocol (dlbench.protocol) calls these; it is not imported here, so a
 framework module imports this file and the clock (dlbench.clock), never the protocol.
 
-A framework backend is a module with these functions (see dlbench/frameworks/pytorch.py):
+A framework backend is a module with these functions (see dlbench/frameworks/pytorch/__init__.py):
     configure(spec)                      (optional) process-wide settings that must precede the
                                          framework's start (JAX's CPU device count), called first
     version() -> str                     the framework's version

@@ -1,7 +1,9 @@
 """The frameworks the benchmark knows: the one place they are listed.
 
 A framework is a line here, its env file envs/<name>.yaml (the one place its versions are
-written), its backend module beside this file (devices, processes, the device sync: see
+written), its backend package beside this file (<module>/__init__.py; every use of the
+framework's private API in <module>/internals.py, checked against the version it was written
+for) (devices, processes, the device sync: see
 dlbench.contract), and one module per workload, dlbench/workloads/<workload>/<module>.py.
 Keras 3's three frameworks share one module of each: the same Keras code, on the backend
 that the env's KERAS_BACKEND chooses.
@@ -48,3 +50,18 @@ def reported(read):
         return read()
     except Exception:  # a missing attribute or function in another version of the framework
         return None
+
+
+class UnknownVersion(RuntimeError):
+    """A framework's private API is used by code written for another version of it."""
+
+
+def check_written_for(module_file, package, version, written_for):
+    """Stop where `package` is not the version an internals module was written for: its private
+    API may have moved or changed meaning, silently. The module's docstring lists what each use
+    works around; check them against the new version, then update its WRITTEN_FOR."""
+    if version != written_for:
+        raise UnknownVersion(
+            f"{module_file}: uses {package} {written_for}'s private API (see that file's docstring for what each "
+            f"use works around), but this environment has {package} {version}: check each use against {version}, "
+            f"then set WRITTEN_FOR there")

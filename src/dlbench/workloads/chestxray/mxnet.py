@@ -35,14 +35,17 @@ def build_model(classes):
     from mxnet.gluon import nn
     from mxnet.gluon.model_zoo import vision
 
+    from dlbench.frameworks.mxnet import internals
+
     net = vision.densenet121(classes=classes)
     blocks = [net]
     while blocks:
         block = blocks.pop()
-        blocks.extend(block._children.values())
-        if isinstance(block, nn.BatchNorm) and (block._kwargs["momentum"], block._kwargs["eps"]) != (0.9, 1e-5):
-            raise ValueError(f"{block.name}: batch normalisation with momentum {block._kwargs['momentum']} and "
-                             f"epsilon {block._kwargs['eps']}, not PyTorch's 0.9 (0.1) and 1e-5")
+        blocks.extend(internals.children(block))
+        if isinstance(block, nn.BatchNorm) and internals.batch_norm_settings(block) != (0.9, 1e-5):
+            momentum, eps = internals.batch_norm_settings(block)
+            raise ValueError(f"{block.name}: batch normalisation with momentum {momentum} and "
+                             f"epsilon {eps}, not PyTorch's 0.9 (0.1) and 1e-5")
     return net
 
 
@@ -168,8 +171,10 @@ def load_imagenet_weights(mx, net, path):
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such weights file")
+    from dlbench.frameworks.mxnet import internals
+
     loaded = mx.nd.load(str(path))
-    by_structure = net._collect_params_with_prefix()  # features.0.weight -> Parameter
+    by_structure = internals.parameters_by_structure(net)  # features.0.weight -> Parameter
     if all(key.startswith(("arg:", "aux:")) for key in loaded):
         prefix = net.prefix  # densenetN_
         by_name = {p.name[len(prefix):]: p for p in by_structure.values()}

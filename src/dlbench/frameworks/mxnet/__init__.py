@@ -190,11 +190,9 @@ def flushes_denormals():
 
 def teardown(placement):
     """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave them)."""
+    from dlbench.frameworks.mxnet import internals
+
     for loader in placement.handles["loaders"]:
-        pool = getattr(loader, "_worker_pool", None)
-        if pool is not None:
-            pool.terminate()
-            pool.join()
-            loader._worker_pool = None
+        internals.stop_workers(loader)
     placement.handles["loaders"].clear()
     sync(placement, None)

@@ -55,15 +55,14 @@ strategy read no batch before it (keras-tensorflow reads one, once, for its pipe
 Under a tf.distribute strategy TensorFlow's trainer always builds from a batch it reads
 (TensorFlowTrainer._maybe_symbolic_build), with its iterator's read-ahead, outside any clock
 and never trained on; `ClockCallback.on_train_begin` empties the enqueuer's ready queue
-(`drop_queued_batches`), which PyDatasetEnqueuer.stop keeps "for the next run".
+(`internals.drop_queued_batches`: Keras' private API, in internals.py), which
+PyDatasetEnqueuer.stop keeps "for the next run".
 """
 import contextlib
 import dataclasses
 import functools
-import gc
 import importlib
 import os
-import queue
 
 import numpy as np
 
@@ -263,7 +262,9 @@ def _keras_classes():
             return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
 
         def on_train_begin(self, logs=None):
-            drop_queued_batches(self.workload.train_data)
+            from dlbench.frameworks.keras import internals
+
+            internals.drop_queued_batches(self.workload.train_data)
 
         def on_epoch_begin(self, epoch, logs=None):
             self.iterations = self._iterations()
@@ -293,24 +294,6 @@ def _keras_classes():
             return {"rates": [float(r) for r in self.rates]}
 
     return {"RunBatches": RunBatches, "ClockCallback": ClockCallback, "RunSchedule": RunSchedule}
-
-
-def drop_queued_batches(dataset):
-    """Empty the ready queue of Keras' enqueuer of `dataset`: the batches it loaded for fit's
-    read before the first epoch, which PyDatasetEnqueuer.stop keeps "for the next run" and its
-    get() would serve first in epoch 1 (Keras 3.15.1; see the module's docstring). fit makes the
-    enqueuer and keeps it to itself: it is found among the objects the garbage collector tracks."""
-    if not dataset.workers:
-        return  # no enqueuer
-    from keras.src.trainers.data_adapters.py_dataset_adapter import PyDatasetEnqueuer
-
-    for enqueuer in [obj for obj in gc.get_objects() if isinstance(obj, PyDatasetEnqueuer)]:
-        if enqueuer.py_dataset is dataset:
-            while True:
-                try:
-                    enqueuer.ready_queue.get_nowait()
-                except queue.Empty:
-                    break
 
 
 def run_batches(load, batch, workers):
@@ -366,23 +349,12 @@ def fit_input(workload):
 
 
 def fit_epoch_iterator(dataset):
-    """The iterator that model.fit makes of a PyDataset on this backend (keras/src/backend/
-    <backend>/trainer.py: JAXEpochIterator, TorchEpochIterator), for a loop that reads the
-    batches as fit does without a model (the loader benchmark). Keras' private API, of the
-    pinned Keras 3.15.1. On TensorFlow fit reads the tf_pipeline, iterated as it is."""
-    import keras
+    """The iterator that model.fit makes of a PyDataset on this backend, for a loop that reads
+    the batches as fit does without a model (the loader benchmark); Keras' private API
+    (internals.py). On TensorFlow fit reads the tf_pipeline, iterated as it is."""
+    from dlbench.frameworks.keras import internals
 
-    name = keras.backend.backend()
-    if name == "jax":
-        from keras.src.backend.jax.trainer import JAXEpochIterator
-
-        iterator = JAXEpochIterator(x=dataset, shuffle=False)
-    else:
-        from keras.src.backend.torch.trainer import TorchEpochIterator
-
-        iterator = TorchEpochIterator(x=dataset, shuffle=False)
-    iterator.reset()  # as fit does before its first epoch
-    return iterator
+    return internals.fit_epoch_iterator(dataset)
 
 
 def epoch_of(epoch_iterator):

@@ -67,14 +67,14 @@ def version():
 
 def configure(spec):
     """The CPU device count and the threads, before JAX starts its backends (idempotent)."""
-    from jax._src import xla_bridge
+    from dlbench.frameworks.jax import internals
 
     wanted = {"NPROC": str(spec.threads), "jax_num_cpu_devices": spec.devices}
     if _CONFIGURED:
         if _CONFIGURED != wanted:
             raise FrameworkError(f"JAX was configured with {_CONFIGURED}, this run wants {wanted}")
         return
-    if xla_bridge.backends_are_initialized():
+    if internals.backends_started():
         raise FrameworkError("JAX's backends started before configure(): the CPU device count and threads "
                              f"{wanted} cannot be set any more")
     os.environ["NPROC"] = wanted["NPROC"]
@@ -220,18 +220,11 @@ def teardown(placement):
 
 
 def _unlink_released_batches():
-    """grain unlinks the shared memory of the batches it handed out when they are let go, on a
-    thread of its own (SharedMemoryArray.enable_async_del): the last batches of a run, let go
-    just before os._exit, would be left to multiprocessing's resource tracker, which warns of
-    them. Its one thread works in order: a no-op queued now returns once the earlier are done."""
+    """Wait for grain to unlink the shared memory of the batches let go (internals.py says why)."""
+    from dlbench.frameworks.jax import internals
+
     gc.collect()
-    try:
-        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
-    except ImportError:  # no grain, or another layout: nothing to wait for that we know of
-        return
-    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
-    if pool is not None:
-        pool.apply(int)
+    internals.wait_for_released_batches()
 
 
 # --- what the workload modules share -----------------------------------------------------------

@@ -203,9 +203,9 @@ def cpu_kernels(build):
     """What TensorFlow says it uses on the CPU: oneDNN (on by default on x86 Linux; the
     TF_ENABLE_ONEDNN_OPTS variable turns it off) and the compiler of its kernels."""
     def onednn_enabled():
-        from tensorflow.python.util import _pywrap_util_port  # private; what TF's own tests ask
+        from dlbench.frameworks.tensorflow import internals
 
-        return bool(_pywrap_util_port.IsMklEnabled())
+        return internals.onednn_enabled()
 
     return {"onednn_enabled": reported(onednn_enabled),
             "TF_ENABLE_ONEDNN_OPTS": os.environ.get("TF_ENABLE_ONEDNN_OPTS"),
