@@ -41,6 +41,8 @@ def run_jax(code, tmp_path, helper="", **specs):
 
 PRELUDE = """
 from dlbench.frameworks import jax as backend
+from dlbench.frameworks.jax.loaders import Feed
+from dlbench.frameworks.jax.step import place_batch
 from dlbench.protocol import workload_class
 from dlbench.specs import spec_from_dict
 
@@ -64,7 +66,7 @@ def test_sharding_splits_each_batch_into_contiguous_device_slices_and_replicates
     w = workload("two")
     placement = w.placement
     order = np.arange(w.spec.global_batch)[::-1].copy()
-    images, labels = backend.place_batch(placement, (w.images[order], w.labels[order]))
+    images, labels = place_batch(placement, (w.images[order], w.labels[order]))
     shards = sorted(images.addressable_shards, key=lambda s: s.device.id)
     same = [bool(np.array_equal(np.asarray(s.data), w.images[shard(order, i, 2)])) for i, s in enumerate(shards)]
     params = w.training.model_state()
@@ -139,8 +141,8 @@ def test_the_loader_reads_the_training_round_across_blocks_and_evaluation_rounds
     results = {}
     for workers in (0, 2):
         marks = {name: tempfile.mkdtemp(dir=os.path.dirname(SPECS["one"])) for name in ("train", "eval")}
-        train = backend.Feed(placement, [40], workers, "train").start(Marked(marks["train"]))
-        evaluation = backend.Feed(placement, [2, 2, 2, 2], workers, "eval").start(Marked(marks["eval"]))
+        train = Feed(placement, [40], workers, "train").start(Marked(marks["train"]))
+        evaluation = Feed(placement, [2, 2, 2, 2], workers, "eval").start(Marked(marks["eval"]))
         batches = train.round(order)
         time.sleep(0.5)  # workers that did not wait would load now
         early = len(os.listdir(marks["train"]))

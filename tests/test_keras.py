@@ -47,6 +47,8 @@ PROBE = """
 import json, os, sys, time
 import numpy as np
 from dlbench.frameworks import keras as backend
+from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.loaders import fit_input, run_batches
 from dlbench.clock import RunClock
 from dlbench.contract import Workload
 from dlbench.specs import spec_from_dict
@@ -91,7 +93,7 @@ ids = np.arange(SAMPLES, dtype=np.float32)[:, None]
 targets = np.zeros((SAMPLES, 1), np.float32)
 
 
-class Probed(backend.FitMethods, Workload):
+class Probed(FitMethods, Workload):
     def load_data(self):
         self.n_train = SAMPLES
 
@@ -102,7 +104,7 @@ class Probed(backend.FitMethods, Workload):
 
     def build_training(self):
         self.compile("mse", 0.01, labels=np.zeros((1, 1), np.float32), outputs=np.zeros((1, 1), np.float32))
-        self.train_data = backend.run_batches(load, spec.global_batch, WORKERS)
+        self.train_data = run_batches(load, spec.global_batch, WORKERS)
 
     def load_weights(self, weights):
         pass  # the probe's model, not MNIST's: the shared start of the spec's MNIST model does not apply
@@ -134,7 +136,7 @@ workload.fit(clock)
 with open(LOG) as f:
     loads = [json.loads(line) for line in f]
 print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "replicas": backend.replicas(placement),
-                  "fit_input": type(backend.fit_input(workload)).__module__}))
+                  "fit_input": type(fit_input(workload)).__module__}))
 """
 
 

@@ -48,7 +48,7 @@ def train_losses(workload, steps):
     order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, steps)
     order = workload.placement.local(order)
     if hasattr(workload, "fit"):  # Keras: model.fit over the workload's own input, one step an epoch
-        from dlbench.frameworks.keras import fit_input
+        from dlbench.frameworks.keras.loaders import fit_input
 
         workload.train_data.set_run(order, epochs)
         history = workload.model.fit(fit_input(workload), epochs=steps, steps_per_epoch=1, shuffle=False, verbose=0)

@@ -6,14 +6,14 @@ layers, torchvision's module names and initialisation), channels last, BatchNorm
 PyTorch's epsilon 1e-5 and momentum 0.1 (Flax's momentum 0.9: the weight of the old running
 value). 14 logits, sigmoid + binary cross-entropy, Adam at the base learning rate times the
 device count. Input "real": the preprocessed images of the run's order through grain
-(dlbench.frameworks.jax.Feed, one round read as far as the run goes: PIL decode, the crop and
+(dlbench.frameworks.jax.loaders.Feed, one round read as far as the run goes: PIL decode, the crop and
 flip the shared seed draws for each step's epoch and sample, normalise, in the consuming thread
 or in `workers` persistent worker processes); "synthetic": the task's random tensors (channels
 last) in host memory, gathered by index % pool in the consuming thread, no loader. Evaluation
 decodes the validation and test images through a grain loader of its own with `workers` workers
 too (kept for the run: one round per evaluation, after each convergence segment while the
 training order is still being read, and the final test). One jit-compiled step per batch
-(dlbench.frameworks.jax.Training).
+(dlbench.frameworks.jax.step.Training).
 """
 import math
 
@@ -23,7 +23,9 @@ import optax
 from flax import nnx
 
 from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
-from dlbench.frameworks import jax as backend
+from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
+from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
+from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
 from dlbench.workloads.chestxray import ChestXray
 
@@ -132,7 +134,7 @@ def load_imagenet_weights(model, path):
     initialisation (14 outputs, not 1000)."""
     with np.load(path) as arrays:
         weights = {name: arrays[name] for name in arrays.files}
-    backend.torch_to_flax(model, weights, keep=("classifier.",))
+    torch_to_flax(model, weights, keep=("classifier.",))
 
 
 # --- data ------------------------------------------------------------------------------------------
@@ -175,21 +177,21 @@ def sigmoid_cross_entropy(logits, labels):
     return optax.sigmoid_binary_cross_entropy(logits, labels).mean()
 
 
-class JaxChestXray(backend.ModelMethods, ChestXray):
+class JaxChestXray(ModelMethods, ChestXray):
     def build_model(self):
         self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
         if self.spec.weights:
             load_imagenet_weights(self.model, self.spec.weights)
 
     def build_training(self):
-        adam = backend.make_adam(self.spec, self.learning_rate)
-        self.training = backend.Training(self.placement, self.model, adam, sigmoid_cross_entropy)
+        adam = make_adam(self.spec, self.learning_rate)
+        self.training = Training(self.placement, self.model, adam, sigmoid_cross_entropy)
         spec = self.spec
         if spec.input == "synthetic":  # the loader's copy in host memory, as MNIST keeps its data
             self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels
             del self.synthetic_images, self.synthetic_labels
         else:
-            self.loader = backend.order_feed(self.placement, spec, "chestxray")
+            self.loader = order_feed(self.placement, spec, "chestxray")
             self.loader.start(TrainBatch(self.train_paths, self.train_labels, spec.seed, spec.data.crop))
         if self.placement.rank == 0:
             # A Feed of its own, not queued behind the training order's unread batches: one round
@@ -197,7 +199,7 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
             # segment, then test.
             valid, test = (self.eval_batches(len(self.eval_files[split][0])) for split in ("valid", "test"))
             segments = len(Plan(spec.measure, spec.convergence).segment_steps)
-            self.eval_loader = backend.Feed(self.placement, [valid] * segments + [test], spec.workers,
+            self.eval_loader = Feed(self.placement, [valid] * segments + [test], spec.workers,
                                             "chestxray-eval").start(self.eval_load())
 
     def eval_batches(self, images):
@@ -208,13 +210,13 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
 
     def batches(self, order, epochs):
         if self.spec.input == "real":
-            return backend.feed_order(self.placement, self.loader, order, epochs)
+            return feed_order(self.placement, self.loader, order, epochs)
         return self._synthetic_batches(order)
 
     def _synthetic_batches(self, order):
         """The process's batches of the in-memory set, gathered by index (no loader)."""
         for indices in order:
-            yield backend.place_batch(self.placement, (self.images[indices % len(self.images)], self.labels[indices]))
+            yield place_batch(self.placement, (self.images[indices % len(self.images)], self.labels[indices]))
 
     def train_step(self, batch):
         return self.training(*batch)
@@ -225,7 +227,7 @@ class JaxChestXray(backend.ModelMethods, ChestXray):
         its own."""
         n, loader, own = self.eval_batches(len(paths)), getattr(self, "eval_loader", None), False
         if loader is None or loader.rounds_left[:1] != [n] or loader.unread:
-            loader = backend.Feed(self.placement, [n], self.spec.workers, "chestxray-eval").start(self.eval_load())
+            loader = Feed(self.placement, [n], self.spec.workers, "chestxray-eval").start(self.eval_load())
             own = True
         try:
             yield from loader.round(np.asarray([str(p) for p in paths]))

@@ -21,6 +21,8 @@ from keras import layers
 
 from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as backend
+from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.specs import DENSENET121
 from dlbench.workloads.chestxray import ChestXray
 
@@ -123,12 +125,12 @@ def train_data(workload):
     """The real-input training PyDataset of a ChestX-ray workload (spec.workers Keras workers)."""
     spec = workload.spec
     load = TrainImages(workload.train_paths, workload.train_labels, spec.seed, spec.data.crop)
-    return backend.run_batches(load, spec.global_batch, spec.workers)
+    return run_batches(load, spec.global_batch, spec.workers)
 
 
 # --- training --------------------------------------------------------------------------------------
 
-class KerasChestXray(backend.FitMethods, ChestXray):
+class KerasChestXray(FitMethods, ChestXray):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):
@@ -151,7 +153,7 @@ class KerasChestXray(backend.FitMethods, ChestXray):
         def load(epoch, indices):
             return images[indices % len(images)], labels[indices]
 
-        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=0)
+        self.train_data = run_batches(load, self.spec.global_batch, workers=0)
 
     def eval_inputs(self, paths):
         """The images of `paths`, decoded with PIL and centre-cropped, as NCHW float32 batches,

@@ -1,5 +1,5 @@
 """The ChestX-ray training loader of JAX alone: the grain loader of the DenseNet-121 workload
-(dlbench.frameworks.jax.Feed over TrainBatch: PIL decode, the shared seed's crop and flip,
+(dlbench.frameworks.jax.loaders.Feed over TrainBatch: PIL decode, the shared seed's crop and flip,
 normalise; `workers` persistent worker processes, or the consuming thread) over the run's order,
 each batch placed on the device (jax.device_put); no model.
 
@@ -8,6 +8,7 @@ last transfer before the clock stops (the transfers are asynchronous, and nothin
 for them).
 """
 from dlbench.frameworks import jax as backend
+from dlbench.frameworks.jax.loaders import feed_order, order_feed
 from dlbench.workloads.chestxray.jax import TrainBatch
 from dlbench.workloads.chestxray_loader import ChestXrayLoader
 
@@ -15,11 +16,11 @@ from dlbench.workloads.chestxray_loader import ChestXrayLoader
 class JaxChestXrayLoader(ChestXrayLoader):
     def build_training(self):
         spec = self.spec
-        self.loader = backend.order_feed(self.placement, spec, "chestxray-loader")
+        self.loader = order_feed(self.placement, spec, "chestxray-loader")
         self.loader.start(TrainBatch(self.train_paths, self.train_labels, spec.seed, spec.data.crop))
 
     def batches(self, order, epochs):
-        return backend.feed_order(self.placement, self.loader, order, epochs)
+        return feed_order(self.placement, self.loader, order, epochs)
 
     def train_step(self, batch):
         """No loss: the batch is on its way to the device, that is all a loader does."""

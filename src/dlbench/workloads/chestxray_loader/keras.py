@@ -7,7 +7,7 @@ and no fit: the protocol's loop runs, and each step only touches the batch on th
 """
 import keras
 
-from dlbench.frameworks import keras as backend
+from dlbench.frameworks.keras.loaders import epoch_of, fit_epoch_iterator, fit_input
 from dlbench.workloads.chestxray.keras import train_data
 from dlbench.workloads.chestxray_loader import ChestXrayLoader
 
@@ -18,9 +18,9 @@ class KerasChestXrayLoader(ChestXrayLoader):
 
     def batches(self, order, epochs):
         self.train_data.set_run(order, epochs)
-        data = backend.fit_input(self)
+        data = fit_input(self)
         if data is self.train_data:
-            return backend.epoch_of(backend.fit_epoch_iterator(data))
+            return epoch_of(fit_epoch_iterator(data))
         return iter(data)
 
     def train_step(self, batch):

@@ -6,7 +6,7 @@ compiled step) -> the last step's output -> nnx.Linear logits. Hoisting the inpu
 all steps out of the scan, as cuDNN does, measured slower on the CPU (0.51 against 0.46 s a step
 at batch 32, 500 steps).
 
-The loader (dlbench.frameworks.jax.Feed): grain over the run's index batches (one round, read
+The loader (dlbench.frameworks.jax.loaders.Feed): grain over the run's index batches (one round, read
 as far as the run goes), each batch gathered in one vectorised step (a worker gathers a whole
 batch); 0 workers: in the consuming thread; N workers: N grain worker processes, started in build
 and kept, reading the training arrays memory-mapped. Evaluation predicts the test arrays in
@@ -17,7 +17,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks import jax as backend
+from dlbench.frameworks.jax.loaders import feed_order, GatherBatch, order_feed
+from dlbench.frameworks.jax.step import make_adam, ModelMethods, Training
 from dlbench.workloads.imdb import Imdb
 
 
@@ -46,23 +47,23 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxImdb(backend.ModelMethods, Imdb):
+class JaxImdb(ModelMethods, Imdb):
     input_dtype = "int32"
 
     def build_model(self):
         self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
 
     def build_training(self):
-        adam = backend.make_adam(self.spec, self.spec.optimizer.lr)  # its rate set by set_learning_rate
-        self.training = backend.Training(self.placement, self.model, adam, cross_entropy)
-        self.loader = backend.order_feed(self.placement, self.spec, "imdb")
+        adam = make_adam(self.spec, self.spec.optimizer.lr)  # its rate set by set_learning_rate
+        self.training = Training(self.placement, self.model, adam, cross_entropy)
+        self.loader = order_feed(self.placement, self.spec, "imdb")
         # The loader's copy in host memory (with workers, in its folder); no other copy is kept.
         arrays = self.loader.arrays((self.train_sequences.astype(np.int32), self.train_labels.astype(np.int32)))
         del self.train_sequences, self.train_labels
-        self.loader.start(backend.GatherBatch(arrays))
+        self.loader.start(GatherBatch(arrays))
 
     def batches(self, order, epochs):
-        return backend.feed_order(self.placement, self.loader, order)
+        return feed_order(self.placement, self.loader, order)
 
     def set_learning_rate(self, lr):
         self.training.set_learning_rate(lr)

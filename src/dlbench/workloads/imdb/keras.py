@@ -13,6 +13,8 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as backend
+from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.imdb import Imdb
 
 
@@ -46,7 +48,7 @@ def to_tokens(sequences):
     return sequences.astype(np.int32, copy=False)
 
 
-class KerasImdb(backend.FitMethods, Imdb):
+class KerasImdb(FitMethods, Imdb):
     inputs_to_keras = staticmethod(to_tokens)
 
     def build_model(self):
@@ -65,7 +67,7 @@ class KerasImdb(backend.FitMethods, Imdb):
         def load(epoch, indices):
             return sequences[indices], labels[indices]
 
-        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=self.spec.workers)
+        self.train_data = run_batches(load, self.spec.global_batch, workers=self.spec.workers)
 
     def load_weights(self, weights):
         load_weights(self.model, weights)

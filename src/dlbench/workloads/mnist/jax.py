@@ -4,7 +4,7 @@ of one process ("sharding": each batch split along the batch axis, the state rep
 The training data lives in host memory (channels last, as Flax's convolutions take it); each
 batch is one vectorised numpy gather in the consuming thread, placed on the devices with the
 batch sharding (no loader threads or prefetch: it loads when the step asks for it). One
-jit-compiled step per batch (dlbench.frameworks.jax.Training).
+jit-compiled step per batch (dlbench.frameworks.jax.step.Training).
 """
 from functools import partial
 
@@ -12,7 +12,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks import jax as backend
+from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
 from dlbench.workloads.mnist import Mnist
 
 
@@ -46,20 +46,20 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxMnist(backend.ModelMethods, Mnist):
+class JaxMnist(ModelMethods, Mnist):
     def build_model(self):
         self.model = build_model(self.spec.model.name, nnx.Rngs(self.spec.seed))
 
     def build_training(self):
-        adam = backend.make_adam(self.spec, self.spec.optimizer.lr)
-        self.training = backend.Training(self.placement, self.model, adam, cross_entropy)
+        adam = make_adam(self.spec, self.spec.optimizer.lr)
+        self.training = Training(self.placement, self.model, adam, cross_entropy)
         # The loader's copy in host memory; no NCHW copy is kept beside it.
         self.images, self.labels = to_nhwc(self.train_images), self.train_labels.astype(np.int32)
         del self.train_images, self.train_labels
 
     def batches(self, order, epochs):
         # One vectorised gather per batch, in the consuming thread, then onto the devices.
-        return (backend.place_batch(self.placement, (self.images[indices], self.labels[indices]))
+        return (place_batch(self.placement, (self.images[indices], self.labels[indices]))
                 for indices in order)
 
     def train_step(self, batch):

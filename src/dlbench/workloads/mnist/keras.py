@@ -12,6 +12,8 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as backend
+from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.mnist import Mnist
 
 
@@ -58,7 +60,7 @@ def load_weights(model, weights):
         layer.set_weights([kernel, bias])
 
 
-class KerasMnist(backend.FitMethods, Mnist):
+class KerasMnist(FitMethods, Mnist):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):
@@ -75,7 +77,7 @@ class KerasMnist(backend.FitMethods, Mnist):
         def load(epoch, indices):
             return images[indices], labels[indices]
 
-        self.train_data = backend.run_batches(load, self.spec.global_batch, workers=0)
+        self.train_data = run_batches(load, self.spec.global_batch, workers=0)
 
     def load_weights(self, weights):
         load_weights(self.model, weights)

@@ -1,0 +1,124 @@
+"""What the JAX workload modules share for training: the compiled step over the pure state of
+the model and its optax optimizer (`Training`: see the backend's docstring for why jax.jit
+over nnx.split state), batches on the mesh, Adam, predictions and the parameter count
+(`ModelMethods`)."""
+import jax
+import numpy as np
+
+from dlbench.frameworks.jax import hold
+from dlbench.frameworks.jax.torch_weights import torch_to_flax
+
+
+def place_batch(placement, arrays):
+    """A host batch (a tuple of numpy arrays) on the devices: split along the batch axis over the
+    mesh (device i takes the i-th contiguous slice), or on the one device."""
+    return jax.device_put(arrays, placement.handles["batch"])
+
+
+def make_adam(spec, learning_rate):
+    """optax.adam with the spec's fields; the learning rate a hyperparameter in the optimizer
+    state (optax.inject_hyperparams), so that a schedule sets it at any step without a new trace."""
+    import optax
+
+    opt = spec.optimizer
+    return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=opt.beta1, b2=opt.beta2,
+                                                eps=opt.eps)
+
+
+def parameters(model):
+    """Trainable parameters (nnx.Param) of a Flax NNX model."""
+    from flax import nnx
+
+    return sum(int(np.prod(x.shape)) for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+
+
+class Training:
+    """The model and its optimizer as one pure state (nnx.split), replicated over the mesh, and
+    the jit-compiled step that updates it: loss_fn(model outputs, labels) -> the batch's mean loss."""
+
+    def __init__(self, placement, model, tx, loss_fn):
+        from flax import nnx
+
+        self.placement = placement
+        optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
+        self.graphdef, state = nnx.split((model, optimizer))
+        self.state = jax.device_put(state, placement.handles["replicated"])
+        graphdef = self.graphdef
+
+        def step(state, inputs, labels):
+            model, optimizer = nnx.merge(graphdef, state)
+
+            def loss_of(model):
+                return loss_fn(model(inputs), labels)
+
+            loss, grads = nnx.value_and_grad(loss_of)(model)
+            optimizer.update(model, grads)
+            return nnx.state((model, optimizer)), loss
+
+        self.step = jax.jit(step, donate_argnums=0)
+
+    def __call__(self, inputs, labels):
+        self.state, loss = self.step(self.state, inputs, labels)
+        hold(self.placement, loss)
+        return loss
+
+    def model_state(self):
+        return self.state[0]
+
+    def set_learning_rate(self, learning_rate):
+        hyper = self.state[1]["opt_state"]["hyperparams"]["learning_rate"]
+        hyper.set_value(jax.device_put(np.asarray(learning_rate, dtype=hyper.get_value().dtype),
+                                       self.placement.handles["replicated"]))
+
+
+class ModelMethods:
+    """What every JAX workload module does the same way with its self.model (a Flax NNX module,
+    channels last) and, once build_training has made it, self.training (`Training`):
+    predictions in inference mode (batch norm with its running statistics), the parameter count,
+    and loading PyTorch's state dict (`torch_to_flax`).
+
+    Subclasses set input_dtype and may override to_model_layout(inputs) (e.g. NCHW -> NHWC)."""
+
+    input_dtype = "float32"
+    training = None
+
+    def to_model_layout(self, inputs):
+        return inputs
+
+    def _inference(self):
+        from flax import nnx
+
+        if getattr(self, "_infer", None) is None:
+            graphdef = nnx.graphdef(nnx.view(self.model, use_running_average=True, raise_if_not_found=False))
+
+            def infer(state, inputs):
+                return nnx.merge(graphdef, state)(inputs)
+
+            self._infer = jax.jit(infer)
+        return self._infer
+
+    def predict(self, inputs):
+        from flax import nnx
+
+        inputs = np.ascontiguousarray(self.to_model_layout(inputs.astype(self.input_dtype, copy=False)))
+        handles = self.placement.handles
+        state = self.training.model_state() if self.training is not None else nnx.state(self.model)
+        # Split over the mesh where the batch divides evenly, else every device reads it all.
+        sharding = handles["batch"] if len(inputs) % len(handles["devices"]) == 0 else handles["replicated"]
+        if self.training is None:
+            state = jax.device_put(state, handles["replicated"])
+        return np.asarray(self._inference()(state, jax.device_put(inputs, sharding)))
+
+    def parameter_count(self):
+        return parameters(self.model)
+
+    def load_weights(self, weights):
+        """Before build_training (the parity test builds the model only)."""
+        if self.training is not None:
+            raise RuntimeError("load_weights before build_training: the training state is a copy of the model")
+        torch_to_flax(self.model, self.torch_weights(weights))
+
+    def torch_weights(self, weights):
+        """PyTorch's state dict with the workload's own renames and layout changes (the generic
+        conversion of torch_to_flax takes the rest)."""
+        return weights

@@ -1,0 +1,150 @@
+"""Keras' training loop under the protocol's clock.
+
+Training is Keras' own loop: model.compile(Adam, the loss, jit_compile left to Keras' default per
+backend: XLA on JAX, not on TensorFlow on a CPU nor on torch), then model.fit with
+shuffle=False and verbose=0, one fit epoch per block of the protocol (steps_per_epoch = the
+block's steps): `ClockCallback` starts the RunClock in on_epoch_begin and stops it in
+on_epoch_end with the steps Keras ran (optimizer.iterations after minus before), the block's
+mean loss from fit's logs times the steps, and (JAX) the trainable variables' values to block
+on; when the next block has another length (calibration) it stops fit, and `FitMethods.fit`
+calls fit again from the run's next step. With steps_per_epoch set, Keras' EpochIterator keeps
+its iterator across fit epochs (keras/src/trainers/epoch_iterator.py): the warm-up and steady
+units of one length run over one iterator. No per-batch hooks: they would turn off Keras'
+asynchronous batch-end dispatch. The learning rate follows the task's schedule by the run's
+step, as a LearningRateSchedule of the optimizer's iterations (`RunSchedule`).
+
+What fit reads before the first block (checked by tests/test_keras.py in the three
+environments, 0 and 2 workers, one device and data parallel): `FitMethods.compile` builds the
+compiled loss and the optimizer beforehand, so JAX, torch, and TensorFlow with Keras' default
+strategy read no batch before it (keras-tensorflow reads one, once, for its pipeline's shapes).
+Under a tf.distribute strategy TensorFlow's trainer always builds from a batch it reads
+(TensorFlowTrainer._maybe_symbolic_build), with its iterator's read-ahead, outside any clock
+and never trained on; `ClockCallback.on_train_begin` empties the enqueuer's ready queue
+(`internals.drop_queued_batches`: Keras' private API, in internals.py), which
+PyDatasetEnqueuer.stop keeps "for the next run".
+"""
+import functools
+
+import numpy as np
+
+from dlbench.frameworks.keras import replicas, scope
+from dlbench.frameworks.keras.loaders import fit_input
+
+
+@functools.cache
+def _fit_classes():
+    """The classes that subclass Keras' own, made at first use (Keras is imported after configure)."""
+    import keras
+
+    class ClockCallback(keras.callbacks.Callback):
+        """Drives the protocol's RunClock from fit's per-epoch hooks: one fit epoch, one block."""
+
+        def __init__(self, workload, clock):
+            super().__init__()
+            self.workload, self.clock = workload, clock
+            self.iterations = None
+
+        def _iterations(self):
+            return int(keras.ops.convert_to_numpy(self.model.optimizer.iterations))
+
+        def on_train_begin(self, logs=None):
+            from dlbench.frameworks.keras import internals
+
+            internals.drop_queued_batches(self.workload.train_data)
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.iterations = self._iterations()
+            self.clock.start()
+
+        def on_epoch_end(self, epoch, logs=None):
+            steps = self._iterations() - self.iterations
+            loss = (logs or {}).get("loss")
+            self.clock.stop(steps, None if loss is None else float(loss) * steps, self.workload.pending())
+            upcoming = self.clock.upcoming()
+            if upcoming is None or upcoming.steps != steps:
+                self.model.stop_training = True  # fit again with the next length (or the run is done)
+
+    class RunSchedule(keras.optimizers.schedules.LearningRateSchedule):
+        """The learning rate of the run's step (the optimizer's iterations), by its epoch: the
+        task's epoch_info as a table looked up in the step, Keras' idiom for a schedule."""
+
+        def __init__(self, rates):
+            super().__init__()
+            self.rates = rates
+
+        def __call__(self, step):
+            index = keras.ops.minimum(keras.ops.cast(step, "int32"), len(self.rates) - 1)
+            return keras.ops.take(keras.ops.convert_to_tensor(self.rates), index)
+
+        def get_config(self):
+            return {"rates": [float(r) for r in self.rates]}
+
+    return {"ClockCallback": ClockCallback, "RunSchedule": RunSchedule}
+
+
+def clock_callback(workload, clock):
+    return _fit_classes()["ClockCallback"](workload, clock)
+
+
+class FitMethods:
+    """What every Keras workload module does the same way with its self.model: compile, fit with
+    the clock's callback over self.train_data (a RunBatches), predictions, the parameter count.
+
+    The workload sets self.inputs_to_keras (numpy inputs in PyTorch's layout -> the model's)."""
+
+    def compile(self, loss, learning_rate, labels, outputs):
+        """Adam from the spec; then everything fit would otherwise build from a batch of the
+        PyDataset (see the module's docstring): the compiled loss, from one sample's `labels`
+        and `outputs` (numpy, of a batch of 1), and the optimizer's variables. The learning
+        rate is a constant, or the task's schedule by the run's step (set in fit)."""
+        import keras
+
+        opt = self.spec.optimizer
+        with scope(self.placement):
+            self.model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1,
+                                                               beta_2=opt.beta2, epsilon=opt.eps), loss=loss)
+            self.model.compute_loss(y=labels, y_pred=outputs)
+            self.model.optimizer.build(self.model.trainable_variables)
+
+    def fit(self, clock):
+        """One model.fit per length of block: fit epoch k is the clock's block k. The steady units
+        (and the warm-up units of their length) run in one fit, over one iterator; a new length
+        (calibration) stops fit and starts another at the run's next step. Keras' worker
+        processes (a PyDataset with workers) are stopped at every fit epoch's end and started
+        again at the next one's, and do not resume where they were: there each block is a fit
+        of its own, over a new iterator from the block's first step (Keras keeps no workers
+        across epochs; their start is inside each block's clock, as in any fit epoch)."""
+        self.train_data.set_run(clock.order, clock.epochs)
+        rates = [clock.learning_rate(step) for step in range(len(clock.order))]
+        if rates[0] is not None:  # the task's schedule (IMDB), by the run's step
+            self.model.optimizer.learning_rate = _fit_classes()["RunSchedule"](np.asarray(rates, np.float32))
+        callback = clock_callback(self, clock)
+        block_per_fit = self.placement.handles["keras_backend"] != "tensorflow" and self.train_data.workers > 0
+        while (block := clock.upcoming()) is not None:
+            self.train_data.offset = clock.steps_done
+            self.model.fit(fit_input(self), epochs=1 if block_per_fit else len(clock.order),
+                           steps_per_epoch=block.steps, shuffle=False, verbose=0, callbacks=[callback])
+
+    def pending(self):
+        """What the engine's sync waits on: JAX's trainable values; the others sync by themselves."""
+        if self.placement.handles["keras_backend"] == "jax":
+            return [v.value for v in self.model.trainable_variables]
+        return None
+
+    def predict(self, inputs):
+        """Numpy inputs in PyTorch's layout -> numpy outputs, in inference mode (predict_on_batch:
+        compiled as fit's step is). A batch that the replicas do not divide is padded."""
+        inputs = self.inputs_to_keras(inputs)
+        pad = -len(inputs) % replicas(self.placement)
+        if pad:
+            inputs = np.concatenate([inputs, np.repeat(inputs[-1:], pad, axis=0)])
+        if self.placement.handles.get("keras_strategy") == "mirrored":
+            # predict_on_batch under a tf.distribute strategy runs the whole batch on every
+            # replica and concatenates (N times the outputs); predict splits it.
+            outputs = self.model.predict(inputs, batch_size=len(inputs), verbose=0)
+        else:
+            outputs = self.model.predict_on_batch(inputs)
+        return np.asarray(outputs)[:len(inputs) - pad]
+
+    def parameter_count(self):
+        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
