@@ -63,7 +63,7 @@ def tf_pipeline(dataset):
     would differ in the allocator, not in Keras."""
     import tensorflow as tf
 
-    from dlbench.frameworks.tensorflow import loader_options
+    from dlbench.frameworks.tensorflow.loaders import loader_options
 
     if not hasattr(dataset, "example"):  # one batch's dtypes and shapes, loaded once (before the first fit)
         dataset.example = dataset.load(int(dataset.epochs[0]), dataset.order[0])

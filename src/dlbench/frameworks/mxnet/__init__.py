@@ -1,4 +1,6 @@
 """MXNet's backend: contexts, threads and the engine sync (the contract: dlbench.contract).
+What the MXNet workload modules share is beside it: the Trainer and the data-parallel step
+(step.py), Gluon's DataLoader (loaders.py), the uses of MXNet's private API (internals.py).
 
 Strategies: "single" (one context) and "kvstore" (data parallel over N contexts of ONE
 process: each context runs forward and backward on its contiguous slice of the batch, and the
@@ -10,7 +12,6 @@ OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, when the library loads. Noth
 in the workload modules imports it at module level (the protocol imports both before setup).
 """
 import os
-import signal
 import subprocess
 import sys
 
@@ -81,57 +82,9 @@ def setup(spec, device_kind, rank):
                               "loaders": []})
 
 
-# --- what the workload modules share ------------------------------------------------------------
-
 def contexts(placement):
     """The run's contexts, one per device; the first one evaluates."""
     return placement.handles["contexts"]
-
-
-def make_trainer(params, optimizer, placement, learning_rate=None):
-    """Adam (spec.optimizer; learning_rate, if given, instead of its rate) over the parameters
-    of every context, the gradients summed in a KVStore."""
-    import mxnet as mx
-
-    return mx.gluon.Trainer(params, "adam",
-                            {"learning_rate": optimizer.lr if learning_rate is None else learning_rate,
-                             "beta1": optimizer.beta1, "beta2": optimizer.beta2, "epsilon": optimizer.eps},
-                            kvstore="device" if placement.device_kind == "gpu" else "local")
-
-
-def train_step(net, loss_fn, trainer, placement, inputs, labels):
-    """One data-parallel step over the contexts: the batch split evenly (context i takes the
-    i-th contiguous slice), forward and backward on each, one update of the summed gradients.
-    Returns the batch's mean loss, an NDArray on the first context (nothing is read)."""
-    from mxnet import autograd, gluon, nd
-
-    ctx = contexts(placement)
-    xs = gluon.utils.split_and_load(inputs, ctx)
-    ys = gluon.utils.split_and_load(labels, ctx)
-    with autograd.record():
-        losses = [loss_fn(net(x), y) for x, y in zip(xs, ys)]
-    autograd.backward(losses)
-    batch = inputs.shape[0]
-    trainer.step(batch)  # the gradients are sums over the batch
-    return nd.add_n(*[loss.sum().as_in_context(ctx[0]) for loss in losses]) / batch
-
-
-def data_loader(placement, dataset, **options):
-    """A Gluon DataLoader (its worker pool, if any, starts now), closed by `teardown`.
-
-    Its workers are forked with SIGTERM's default action: the training process's SIGTERM
-    handler ends the whole run (dlbench.protocol), and a forked worker would inherit it and
-    run it when its pool terminates it (at teardown, or on a loading error).
-    """
-    from mxnet import gluon
-
-    handler = signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    try:
-        loader = gluon.data.DataLoader(dataset, **options)
-    finally:
-        signal.signal(signal.SIGTERM, handler)
-    placement.handles["loaders"].append(loader)
-    return loader
 
 
 # --- the protocol's calls ---------------------------------------------------------------------

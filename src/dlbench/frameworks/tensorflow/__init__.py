@@ -1,5 +1,6 @@
 """TensorFlow's backend: devices, processes, strategies and the device sync (the contract:
-dlbench.contract), and what the TensorFlow workload modules share (input pipelines, the step).
+dlbench.contract). What the TensorFlow workload modules share is beside it: the input pipelines
+(loaders.py), the step (step.py), the uses of TensorFlow's private API (internals.py).
 
 Strategies: "single" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
 devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiworker"
@@ -24,12 +25,11 @@ import time
 import traceback
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from dlbench.frameworks import reported
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import Placement, shard
+from dlbench.contract import Placement
 
 STRATEGIES = ("single", "mirrored", "multiworker")
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
@@ -225,103 +225,3 @@ def teardown(placement):
         # service fails a cluster whose task left); the launcher closes our stdin once worker 0
         # has exited.
         sys.stdin.read()
-
-
-# --- what the workload modules share -------------------------------------------------------------
-
-def host_tensor(array):
-    """A numpy array as a tensor in host memory, for tf.data to gather from (no device copy)."""
-    with tf.device("/cpu:0"):
-        return tf.constant(array)
-
-
-def loader_options(workers):
-    """tf.data options of a loader with `workers` workers: each map call in one thread
-    (max_intra_op_parallelism 1) and no parallelism or prefetch that tf.data would add itself
-    (map_parallelization, inject_prefetch off), so that with 0 workers it loads in the
-    consuming thread; with workers > 0, a private pool of `workers` threads runs the maps."""
-    options = tf.data.Options()
-    options.threading.max_intra_op_parallelism = 1
-    options.experimental_optimization.map_parallelization = False
-    options.experimental_optimization.inject_prefetch = False
-    if workers:
-        options.threading.private_threadpool_size = workers  # not the compute threads' pools
-    return options
-
-
-def distribute(placement, order, make_dataset):
-    """The run's order as this process's input, made once and iterated across every block:
-    replica r of the process takes shard r (dlbench.contract.shard) of each of the process's
-    batches.
-
-    order: this process's index batches (steps, process batch), every epoch back to back, as
-    long as the run could take. make_dataset(shards): shards is an int array (steps,
-    per-replica batch), the shards of one replica; it returns a tf.data.Dataset with one
-    element (a per-replica batch) per row, read lazily (as far as the steps and the loader's
-    prefetch go: the run stops before the end of its order).
-
-    One replica per process (single, multiworker): the process's dataset itself, which
-    strategy.run takes as the replica's input. Several (mirrored): a distributed dataset,
-    strategy.distribute_datasets_from_function with one input pipeline per replica
-    (InputReplicationMode.PER_REPLICA), its elements left in host memory for strategy.run to
-    copy. Neither uses tf.distribute's multi-device iterator: it is built on tf.data's
-    GeneratorDataset, whose construction in TF 2.21 sets glibc's M_TRIM_THRESHOLD to 128 KB
-    for the whole process ("Memory patch applied"), after which every large allocation
-    faults its pages in afresh: the steps that follow take twice the CPU time on a CPU
-    (DenseNet-121, batch 2: 500,000 minor page faults per step instead of 42,000).
-    """
-    dist = strategy(placement)
-    local = placement.local_devices
-    if local == 1:
-        return make_dataset(order)
-
-    def dataset_fn(context):
-        return make_dataset(np.stack([shard(b, context.input_pipeline_id, local) for b in order]))
-
-    options = tf.distribute.InputOptions(experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
-                                         experimental_fetch_to_device=False)
-    return dist.distribute_datasets_from_function(dataset_fn, options)
-
-
-def make_train_step(placement, replica_step):
-    """A tf.function of one batch (per replica, from `distribute`): strategy.run(replica_step)
-    and the mean loss of this process's batch, on the device (no cross-worker reduction per
-    step; the protocol reduces the block's sum once, outside the clock).
-
-    replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
-    tf.distribute (so that the gradients summed over replicas are the global batch's mean):
-    the process's mean is the sum of its replicas' losses times replicas / local replicas.
-    Fixed batch shapes: traced once.
-    """
-    dist = strategy(placement)
-
-    @tf.function(reduce_retracing=True)
-    def train_step(batch):
-        losses = dist.experimental_local_results(dist.run(replica_step, args=batch))
-        return tf.add_n(losses) * (dist.num_replicas_in_sync / len(losses))
-
-    return train_step
-
-
-def make_adam(spec, learning_rate):
-    opt = spec.optimizer
-    return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
-
-
-class StepMethods:
-    """What every TensorFlow workload module does the same way: one replica's step with a
-    GradientTape (self.model, self.loss_fn, self.optimizer), the per-batch call of the step
-    compiled by make_train_step (self.step), and the parameter count."""
-
-    def replica_step(self, inputs, labels):
-        with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, self.model(inputs, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        return loss
-
-    def train_step(self, batch):
-        return self.step(batch)
-
-    def parameter_count(self):
-        return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)

@@ -20,6 +20,8 @@ import numpy as np
 from dlbench.chestxray import IMAGENET_MEAN, IMAGENET_STD, sample_rng
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks.mxnet.loaders import data_loader
+from dlbench.frameworks.mxnet.step import make_trainer, train_step
 from dlbench.specs import DENSENET121
 from dlbench.workloads.chestxray import ChestXray
 
@@ -150,7 +152,7 @@ class PathBatches:
 def loader(workload, dataset, sampler):
     """A DataLoader with spec.workers worker processes (started now, closed at teardown)."""
     spec = workload.spec
-    return backend.data_loader(workload.placement, dataset, batch_sampler=sampler, num_workers=spec.workers,
+    return data_loader(workload.placement, dataset, batch_sampler=sampler, num_workers=spec.workers,
                                pin_memory=workload.placement.device_kind == "gpu",
                                timeout=max(120, int(spec.timeout_s)))
 
@@ -222,7 +224,7 @@ class MXNetChestXray(ChestXray):
         from mxnet import gluon
 
         # The base rate times the number of devices, as the study did.
-        self.trainer = backend.make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement,
+        self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement,
                                             learning_rate=self.learning_rate)
         self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)  # mean over the 14 per sample
         if self.spec.input == "real":
@@ -246,7 +248,7 @@ class MXNetChestXray(ChestXray):
 
     def train_step(self, batch):
         images, labels = batch
-        return backend.train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
+        return train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
 
     def eval_inputs(self, paths):
         self.eval_sampler.paths = list(paths)

@@ -25,6 +25,8 @@ import tensorflow as tf
 from dlbench.chestxray import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
 from dlbench.workloads.chestxray import ChestXray
 from dlbench.workloads.chestxray.keras import build_model, check_model_spec, load_weights  # the Keras model, shared
 
@@ -66,8 +68,8 @@ class TrainLoader:
         self.workload, spec = workload, workload.spec
         self.crop, self.workers = spec.data.crop, spec.workers
         self.decode = decoder(workload.train_paths)
-        self.paths = backend.host_tensor(np.array(workload.train_paths))
-        self.labels = backend.host_tensor(workload.train_labels)
+        self.paths = host_tensor(np.array(workload.train_paths))
+        self.labels = host_tensor(workload.train_labels)
 
     def sample(self, index, top, left, flip):
         """decode, crop at (top, left), flip when told, normalise."""
@@ -91,15 +93,15 @@ class TrainLoader:
         data = data.batch(shards.shape[1], drop_remainder=True)
         if self.workers:
             data = data.prefetch(tf.data.AUTOTUNE)
-        return data.with_options(backend.loader_options(self.workers))
+        return data.with_options(loader_options(self.workers))
 
     def batches(self, order, epochs):
-        return backend.distribute(self.workload.placement, order, lambda shards: self.dataset(shards, epochs))
+        return distribute(self.workload.placement, order, lambda shards: self.dataset(shards, epochs))
 
 
 # --- training --------------------------------------------------------------------------------------
 
-class TensorFlowChestXray(backend.StepMethods, ChestXray):
+class TensorFlowChestXray(StepMethods, ChestXray):
     def build_model(self):
         check_model_spec(self.spec.model)
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
@@ -116,16 +118,16 @@ class TensorFlowChestXray(backend.StepMethods, ChestXray):
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = backend.make_adam(self.spec, self.learning_rate)
+            self.optimizer = make_adam(self.spec, self.learning_rate)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
             self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and findings
         if self.spec.input == "real":
             self.loader = TrainLoader(self)
         else:  # the input pipeline's copy in host memory, as MNIST keeps its data
-            self.images = backend.host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
-            self.labels = backend.host_tensor(self.synthetic_labels)
+            self.images = host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
+            self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
-        self.step = backend.make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step)
 
     def batches(self, order, epochs):
         if self.spec.input == "real":
@@ -136,9 +138,9 @@ class TensorFlowChestXray(backend.StepMethods, ChestXray):
             # One vectorised gather per batch, in the consuming thread (no loader, no prefetch).
             return (tf.data.Dataset.from_tensor_slices(shards)
                     .map(lambda i: (tf.gather(self.images, i % pool), tf.gather(self.labels, i)))
-                    .with_options(backend.loader_options(0)))
+                    .with_options(loader_options(0)))
 
-        return backend.distribute(self.placement, order, make_dataset)
+        return distribute(self.placement, order, make_dataset)
 
     def eval_inputs(self, paths):
         """The images of `paths` decoded and centre-cropped by tf.data, as NCHW float32 batches."""
@@ -153,7 +155,7 @@ class TensorFlowChestXray(backend.StepMethods, ChestXray):
         data = mapped(tf.data.Dataset.from_tensor_slices(list(paths)), sample, workers).batch(self.spec.batch)
         if workers:
             data = data.prefetch(tf.data.AUTOTUNE)
-        for images in data.with_options(backend.loader_options(workers)):
+        for images in data.with_options(loader_options(workers)):
             yield images.numpy().transpose(0, 3, 1, 2)
 
     def predict(self, inputs):

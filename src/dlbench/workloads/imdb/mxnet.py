@@ -9,6 +9,8 @@ backend's setup sets, once, at import.
 import numpy as np
 
 from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks.mxnet.loaders import data_loader
+from dlbench.frameworks.mxnet.step import make_trainer, train_step
 from dlbench.workloads.imdb import Imdb
 
 
@@ -84,14 +86,14 @@ class MXNetImdb(Imdb):
     def build_training(self):
         from mxnet import gluon
 
-        self.trainer = backend.make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
+        self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         workers = self.spec.workers
         self.sampler = IndexBatches()
         # Labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet. The
         # worker pool starts here and is kept for the run's one iteration of the loader.
         dataset = gluon.data.ArrayDataset(self.train_sequences, self.train_labels.astype(np.float32))
-        self.loader = backend.data_loader(
+        self.loader = data_loader(
             self.placement, dataset, batch_sampler=self.sampler, num_workers=workers,
             batchify_fn=unwrap_batch_shared if workers > 0 else unwrap_batch,
             pin_memory=self.placement.device_kind == "gpu", timeout=max(120, int(self.spec.timeout_s)))
@@ -105,7 +107,7 @@ class MXNetImdb(Imdb):
 
     def train_step(self, batch):
         tokens, labels = batch
-        return backend.train_step(self.model, self.loss_fn, self.trainer, self.placement, tokens, labels)
+        return train_step(self.model, self.loss_fn, self.trainer, self.placement, tokens, labels)
 
     def predict(self, inputs):
         import mxnet as mx

@@ -13,11 +13,13 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
 from dlbench.workloads.imdb import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
 
-class TensorFlowImdb(backend.StepMethods, Imdb):
+class TensorFlowImdb(StepMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         self.strategy = backend.strategy(self.placement)
@@ -33,14 +35,14 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = backend.make_adam(self.spec, self.spec.optimizer.lr)  # see set_learning_rate
+            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr)  # see set_learning_rate
             self.optimizer.build(self.model.trainable_variables)
             self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # The loader's copy in host memory, gathered from as a loader would; no NumPy copy beside it.
-        self.sequences = backend.host_tensor(self.train_sequences.astype(np.int32))
-        self.labels = backend.host_tensor(self.train_labels.astype(np.int32))
+        self.sequences = host_tensor(self.train_sequences.astype(np.int32))
+        self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_sequences, self.train_labels
-        self.step = backend.make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step)
 
     def batches(self, order, epochs):
         workers = self.spec.workers
@@ -51,9 +53,9 @@ class TensorFlowImdb(backend.StepMethods, Imdb):
                 num_parallel_calls=workers or None)
             if workers:
                 data = data.prefetch(workers)
-            return data.with_options(backend.loader_options(workers))
+            return data.with_options(loader_options(workers))
 
-        return backend.distribute(self.placement, order, make_dataset)
+        return distribute(self.placement, order, make_dataset)
 
     def set_learning_rate(self, lr):
         self.optimizer.learning_rate = lr  # assigns the optimizer's rate variable: the step is not retraced

@@ -7,6 +7,7 @@ backend's setup sets, once, at import.
 import numpy as np
 
 from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks.mxnet.step import make_trainer, train_step
 from dlbench.workloads.mnist import Mnist
 
 
@@ -56,7 +57,7 @@ class MXNetMnist(Mnist):
         import mxnet as mx
         from mxnet import gluon
 
-        self.trainer = backend.make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
+        self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         # The training split in this process's memory (shared with the numpy arrays, not
         # copied); labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet.
@@ -74,7 +75,7 @@ class MXNetMnist(Mnist):
 
     def train_step(self, batch):
         images, labels = batch
-        return backend.train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
+        return train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
 
     def predict(self, inputs):
         import mxnet as mx

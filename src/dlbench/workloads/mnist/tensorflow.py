@@ -12,11 +12,13 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
 from dlbench.workloads.mnist import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
 
-class TensorFlowMnist(backend.StepMethods, Mnist):
+class TensorFlowMnist(StepMethods, Mnist):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = backend.strategy(self.placement)
@@ -31,23 +33,23 @@ class TensorFlowMnist(backend.StepMethods, Mnist):
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = backend.make_adam(self.spec, self.spec.optimizer.lr)
+            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
             self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # The input pipeline's copy in host memory; no NumPy copy is kept beside it.
-        self.images = backend.host_tensor(to_nhwc(self.train_images))
-        self.labels = backend.host_tensor(self.train_labels.astype(np.int32))
+        self.images = host_tensor(to_nhwc(self.train_images))
+        self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_images, self.train_labels
-        self.step = backend.make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step)
 
     def batches(self, order, epochs):
         def make_dataset(shards):
             # One vectorised gather per batch, in the consuming thread (no map threads, no prefetch).
             return (tf.data.Dataset.from_tensor_slices(shards)
                     .map(lambda i: (tf.gather(self.images, i), tf.gather(self.labels, i)))
-                    .with_options(backend.loader_options(0)))
+                    .with_options(loader_options(0)))
 
-        return backend.distribute(self.placement, order, make_dataset)
+        return distribute(self.placement, order, make_dataset)
 
     def predict(self, inputs):
         return self.infer(to_nhwc(inputs)).numpy()

@@ -1,0 +1,60 @@
+"""TensorFlow's input: tf.data pipelines over the run's order, one per replica (`distribute`)."""
+import numpy as np
+import tensorflow as tf
+
+from dlbench.contract import shard
+from dlbench.frameworks.tensorflow import strategy
+
+
+def host_tensor(array):
+    """A numpy array as a tensor in host memory, for tf.data to gather from (no device copy)."""
+    with tf.device("/cpu:0"):
+        return tf.constant(array)
+
+
+def loader_options(workers):
+    """tf.data options of a loader with `workers` workers: each map call in one thread
+    (max_intra_op_parallelism 1) and no parallelism or prefetch that tf.data would add itself
+    (map_parallelization, inject_prefetch off), so that with 0 workers it loads in the
+    consuming thread; with workers > 0, a private pool of `workers` threads runs the maps."""
+    options = tf.data.Options()
+    options.threading.max_intra_op_parallelism = 1
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.inject_prefetch = False
+    if workers:
+        options.threading.private_threadpool_size = workers  # not the compute threads' pools
+    return options
+
+
+def distribute(placement, order, make_dataset):
+    """The run's order as this process's input, made once and iterated across every block:
+    replica r of the process takes shard r (dlbench.contract.shard) of each of the process's
+    batches.
+
+    order: this process's index batches (steps, process batch), every epoch back to back, as
+    long as the run could take. make_dataset(shards): shards is an int array (steps,
+    per-replica batch), the shards of one replica; it returns a tf.data.Dataset with one
+    element (a per-replica batch) per row, read lazily (as far as the steps and the loader's
+    prefetch go: the run stops before the end of its order).
+
+    One replica per process (single, multiworker): the process's dataset itself, which
+    strategy.run takes as the replica's input. Several (mirrored): a distributed dataset,
+    strategy.distribute_datasets_from_function with one input pipeline per replica
+    (InputReplicationMode.PER_REPLICA), its elements left in host memory for strategy.run to
+    copy. Neither uses tf.distribute's multi-device iterator: it is built on tf.data's
+    GeneratorDataset, whose construction in TF 2.21 sets glibc's M_TRIM_THRESHOLD to 128 KB
+    for the whole process ("Memory patch applied"), after which every large allocation
+    faults its pages in afresh: the steps that follow take twice the CPU time on a CPU
+    (DenseNet-121, batch 2: 500,000 minor page faults per step instead of 42,000).
+    """
+    dist = strategy(placement)
+    local = placement.local_devices
+    if local == 1:
+        return make_dataset(order)
+
+    def dataset_fn(context):
+        return make_dataset(np.stack([shard(b, context.input_pipeline_id, local) for b in order]))
+
+    options = tf.distribute.InputOptions(experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA,
+                                         experimental_fetch_to_device=False)
+    return dist.distribute_datasets_from_function(dataset_fn, options)
