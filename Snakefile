@@ -22,10 +22,15 @@ validate(config, "schemas/config.schema.yaml")
 
 include: "rules/common.smk"
 include: "rules/envs.smk"
+
+
+# Every workload's own rules (its data and figures), before the rules that read what they add
+# (the raw files to fetch, the record sets).
+for workload in KNOWN_WORKLOADS:
+    include: f"src/dlbench/workloads/{workload}/rules.smk"
+
+
 include: "rules/data.smk"
-include: "rules/mnist.smk"
-include: "rules/imdb.smk"
-include: "rules/chestxray.smk"
 include: "rules/runs.smk"
 include: "rules/report.smk"
 include: "rules/compare.smk"

@@ -52,7 +52,7 @@ def pytorch_step(model, mkldnn):
         torch.backends.mkldnn.enabled = mkldnn
     torch.manual_seed(0)
     if model == "lstm":
-        from dlbench.specs import LstmModel
+        from dlbench.workloads.imdb.definition import LstmModel
         from dlbench.workloads.imdb.pytorch import build_model
 
         net = build_model(LstmModel(*(LSTM[k] for k in ("vocabulary", "embedding", "hidden", "maxlen", "classes"))))
@@ -60,7 +60,7 @@ def pytorch_step(model, mkldnn):
         labels = torch.randint(0, LSTM["classes"], (LSTM["batch"],))
         loss_fn, lr = nn.CrossEntropyLoss(), LSTM["lr"]
     else:
-        from dlbench.specs import DENSENET121
+        from dlbench.workloads.chestxray.definition import DENSENET121
         from dlbench.workloads.chestxray.pytorch import build_model
 
         net = build_model(DENSENET121)

@@ -26,14 +26,14 @@ from pathlib import Path
 from dlbench.config import load_config
 from dlbench.envs import env_hash
 from dlbench.specs import Convergence, spec_to_json
-from dlbench.sweep import chestxray_spec, imdb_spec, mnist_spec
+from dlbench.workloads import run_set
 
 REPO = Path(__file__).resolve().parents[1]
 # The point compared: one device, data in memory where the workload offers it.
 POINTS = {
-    "mnist": ({"model": "small", "duplicate": 1, "devices": 1, "strategy": "single", "repeat": 1}, mnist_spec),
-    "imdb": ({"workers": 0, "grad": "dense", "repeat": 1}, imdb_spec),
-    "chestxray": ({"input": "synthetic", "devices": 1, "strategy": "single", "repeat": 1}, chestxray_spec),
+    "mnist": ({"model": "small", "duplicate": 1, "devices": 1, "strategy": "single", "repeat": 1}, run_set("mnist").build),
+    "imdb": ({"workers": 0, "grad": "dense", "repeat": 1}, run_set("imdb").build),
+    "chestxray": ({"input": "synthetic", "devices": 1, "strategy": "single", "repeat": 1}, run_set("chestxray").build),
 }
 
 

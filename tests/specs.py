@@ -10,15 +10,14 @@ from pathlib import Path
 
 from dlbench.config import load_config
 from dlbench.specs import spec_to_json
-from dlbench.sweep import chestxray_loader_spec, chestxray_spec, imdb_spec, mnist_spec
+from dlbench.workloads import run_set
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROWS = {
-    "mnist": ({"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "strategy": "single", "repeat": 1},
-              mnist_spec),
-    "imdb": ({"batch": 32, "workers": 0, "grad": "dense", "repeat": 1}, imdb_spec),
-    "chestxray": ({"input": "real", "devices": 1, "strategy": "single", "repeat": 1}, chestxray_spec),
-    "chestxray-loader": ({"workers": 0, "repeat": 1}, chestxray_loader_spec),
+    "mnist": {"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "strategy": "single", "repeat": 1},
+    "imdb": {"batch": 32, "workers": 0, "grad": "dense", "repeat": 1},
+    "chestxray": {"input": "real", "devices": 1, "strategy": "single", "repeat": 1},
+    "chestxray-loader": {"workers": 0, "repeat": 1},
 }
 
 
@@ -27,8 +26,7 @@ def smoke_config():
 
 
 def smoke_spec(workload, framework, threads=2, **row):
-    default, build = DEFAULT_ROWS[workload]
-    return build(smoke_config(), {**default, "framework": framework, **row}, threads)
+    return run_set(workload).build(smoke_config(), {**DEFAULT_ROWS[workload], "framework": framework, **row}, threads)
 
 
 if __name__ == "__main__":

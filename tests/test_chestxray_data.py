@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.chestxray import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
+from dlbench.workloads.chestxray.data import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
                                 LabelRow, benchmark_order, choose_subset, eval_transform, patient_split,
                                 read_label_file, read_labels_csv, read_nih_labels, read_wheel_labels, sample_rng,
                                 synthetic_image, to_normalised, train_transform, write_labels_csv)
-from dlbench.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
+from dlbench.workloads.chestxray.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
 
-SCRIPTS = REPO / "scripts"
+SCRIPTS = REPO / "src" / "dlbench" / "workloads" / "chestxray" / "scripts"
 HEADER = ("Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient Gender,View Position,"
           "OriginalImage[Width,Height],OriginalImagePixelSpacing[x,y]")
 
@@ -324,10 +324,10 @@ def prepared(tmp_path_factory, data_python):
     """Labels from a wheel-like zip (24 chosen images) and their synthetic PNGs."""
     folder = tmp_path_factory.mktemp("chestxray")
     wheel = write_wheel(folder / "torchxrayvision-1.5.7-py3-none-any.whl", synthetic_label_text(60))
-    out = run(data_python, "prepare_chestxray.py", "labels", "--wheel", wheel, "--seed", 3, "--split", 0.6, 0.2, 0.2,
+    out = run(data_python, "prepare.py", "labels", "--wheel", wheel, "--seed", 3, "--split", 0.6, 0.2, 0.2,
               "--train", 16, "--valid", 4, "--test", "4", "--out", folder / "labels.csv").stdout
     assert "train: 16 of" in out
-    run(data_python, "prepare_chestxray.py", "images", "--labels", folder / "labels.csv", "--synthetic-dir",
+    run(data_python, "prepare.py", "images", "--labels", folder / "labels.csv", "--synthetic-dir",
         folder / "png", "--seed", 3, "--threads", 2, "--manifest", folder / "images.csv")
     return folder
 
@@ -343,7 +343,7 @@ def test_synthetic_images_are_1024_grayscale_pngs_for_the_chosen_rows(prepared, 
     assert set(map(tuple, ([f, m, tuple(s)] for f, m, s in info.values()))) == {("PNG", "L", (1024, 1024))}
     same = in_env(data_python, f"""
 import json, numpy as np
-from dlbench.chestxray import read_image, synthetic_image
+from dlbench.workloads.chestxray.data import read_image, synthetic_image
 print(json.dumps(bool(np.array_equal(read_image({manifest[0]['path']!r}, 'opencv'),
                                       synthetic_image({manifest[0]['image']!r}, 3)))))""")
     assert same
@@ -360,7 +360,7 @@ def test_nih_folder_reports_every_missing_and_corrupt_image_and_writes_nothing(p
     (images / missing).unlink()
     data = (images / corrupt).read_bytes()
     (images / corrupt).write_bytes(data[: len(data) // 2])  # truncated inside the image data
-    proc = run(data_python, "prepare_chestxray.py", "images", "--labels", prepared / "labels.csv", "--images-dir",
+    proc = run(data_python, "prepare.py", "images", "--labels", prepared / "labels.csv", "--images-dir",
                images, "--threads", 2, "--manifest", tmp_path / "images.csv", check=False)
     assert proc.returncode != 0
     assert "2 of the 24 images" in proc.stderr
@@ -369,7 +369,7 @@ def test_nih_folder_reports_every_missing_and_corrupt_image_and_writes_nothing(p
     # Put them back: the manifest lists the user's files, absolute.
     (images / missing).write_bytes(Path(manifest[2]["path"]).read_bytes())
     (images / corrupt).write_bytes(data)
-    run(data_python, "prepare_chestxray.py", "images", "--labels", prepared / "labels.csv", "--images-dir", images,
+    run(data_python, "prepare.py", "images", "--labels", prepared / "labels.csv", "--images-dir", images,
         "--threads", 2, "--manifest", tmp_path / "images.csv")
     rows = read_csv(tmp_path / "images.csv")
     assert [row["path"] for row in rows] == [str(images.resolve() / row["image"]) for row in manifest]
@@ -383,7 +383,7 @@ def preprocessed(prepared, data_python):
     for backend, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
         for fmt in ("jpeg", "png"):
             base = prepared / f"{name}-{fmt}"
-            run(data_python, "preprocess_chestxray.py", "prepare", "--manifest", prepared / "images.csv", "--backend",
+            run(data_python, "preprocess.py", "prepare", "--manifest", prepared / "images.csv", "--backend",
                 backend, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
                 f"{base}.csv")
             out[backend, fmt] = Path(f"{base}.csv")
@@ -442,7 +442,7 @@ def test_preprocess_benchmark_times_units_of_its_own_size_and_leaves_no_images(p
     name = "pillow-simd" if backend == "pillow" else "opencv"
     source = first_rows(prepared / "images.csv", 6, tmp_path / "six.csv")
     record_path = tmp_path / "runs" / f"backend~{name}_format~{fmt}_repeat~2.json"
-    run(data_python, "preprocess_chestxray.py", "bench", "--manifest", source, "--backend", backend, "--format", fmt,
+    run(data_python, "preprocess.py", "bench", "--manifest", source, "--backend", backend, "--format", fmt,
         "--size", 264, "--threads", threads, "--images", 10, "--units", 3, "--seed", 1, "--repeat", 2, "--record",
         record_path, "--backend-name", name)
     record = json.loads(record_path.read_text())
@@ -461,7 +461,7 @@ def test_pillow_box_and_opencv_area_resize_nearly_agree(preprocessed, data_pytho
     pillow, opencv = read_csv(preprocessed["pillow", "png"]), read_csv(preprocessed["opencv", "png"])
     diff = in_env(data_python, f"""
 import json, numpy as np
-from dlbench.chestxray import read_image
+from dlbench.workloads.chestxray.data import read_image
 d = np.stack([np.abs(read_image(a, 'pillow').astype(int) - read_image(b, 'opencv'))
               for a, b in zip({[r['path'] for r in pillow]!r}, {[r['path'] for r in opencv]!r})])
 print(json.dumps([int(d.max()), float(d.mean())]))""")
@@ -475,7 +475,7 @@ def test_decode_benchmark_times_units_of_its_own_size(preprocessed, data_python,
     name = "pillow-simd" if backend == "pillow" else "opencv"
     six = first_rows(preprocessed[backend, fmt], 6, tmp_path / "six.csv")
     record_path = tmp_path / "decode.json"
-    run(data_python, "decode_chestxray.py", "--manifest", six, "--backend", backend, "--format", fmt, "--workers",
+    run(data_python, "decode.py", "--manifest", six, "--backend", backend, "--format", fmt, "--workers",
         workers, "--images", 10, "--units", 3, "--batch-size", 4, "--seed", 1, "--repeat", 3, "--record", record_path,
         "--backend-name", name)
     record = json.loads(record_path.read_text())
@@ -485,7 +485,7 @@ def test_decode_benchmark_times_units_of_its_own_size(preprocessed, data_python,
     check_units(record, units=3, images=10, steps=3)  # batches of 4, 4, 2
     assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
     assert record["spec"]["workers"] == workers and record["spec"]["batch_size"] == 4
-    wrong = run(data_python, "decode_chestxray.py", "--manifest", six, "--backend", backend, "--format",
+    wrong = run(data_python, "decode.py", "--manifest", six, "--backend", backend, "--format",
                 "png" if fmt == "jpeg" else "jpeg", "--images", 4, "--record", tmp_path / "x.json", "--backend-name",
                 name, check=False)
     assert wrong.returncode != 0 and "are not" in wrong.stderr
@@ -497,7 +497,7 @@ def test_workers_hand_over_the_same_batches_as_the_main_process(preprocessed, da
     same = in_env(data_python, f"""
 import json, multiprocessing
 import numpy as np
-import decode_chestxray as d
+import decode as d
 d._SLOTS = d.batch_slots(4, 5)
 batches = d.unit_batches({paths!r}, 30, 5, 1, 2, 'opencv')
 here = [d._SLOTS[slot, :n].copy() for _, _, slot, n in d.in_process(batches)]

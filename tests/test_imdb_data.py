@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.imdb import (NPZ_ARRAYS, WHEEL_CSV, DataError, balanced_split, build_vocabulary, encode_ranks,
+from dlbench.workloads.imdb.data import (NPZ_ARRAYS, WHEEL_CSV, DataError, balanced_split, build_vocabulary, encode_ranks,
                            encode_texts, pad_sequences, ranks_to_sequence, read_aclimdb, read_keras_npz,
                            read_wheel, read_wheel_splits, take_balanced, text_to_sequence, tokenize, word_ranks)
 
-PREPARE = Path(__file__).resolve().parents[1] / "scripts" / "prepare_imdb.py"
+PREPARE = Path(__file__).resolve().parents[1] / "src" / "dlbench" / "workloads" / "imdb" / "scripts" / "prepare.py"
 
 
 # --- tokeniser, worked by hand -------------------------------------------------------------------

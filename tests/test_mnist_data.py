@@ -5,7 +5,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from dlbench.mnist import (IDX_FILES, PIXEL_MEAN, PIXEL_STD, WHEEL_CSV, DataError, duplicate, normalise,
+from dlbench.workloads.mnist.data import (IDX_FILES, PIXEL_MEAN, PIXEL_STD, WHEEL_CSV, DataError, duplicate, normalise,
                             read_idx, read_idx_set, read_wheel)
 
 rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ from dlbench import numerics
 from dlbench.config import load_config
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
-from dlbench.sweep import imdb_spec
+from dlbench.workloads.imdb.definition import spec as imdb_spec
 from specs import smoke_spec
 
 # What the frameworks ship: TensorFlow and XLA flush denormals in their CPU kernels.

@@ -3,6 +3,7 @@ import json
 import re
 
 import pytest
+import yaml
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.clock import epoch_order
@@ -69,11 +70,11 @@ def test_a_run_s_code_is_what_it_imports():
                                                                           "dlbench.frameworks.pytorch",
                                                                           "dlbench.workloads.mnist.pytorch"])}
     assert {"dlbench/protocol.py", "dlbench/harness.py", "dlbench/frameworks/pytorch/__init__.py",
-            "dlbench/workloads/mnist/__init__.py", "dlbench/workloads/mnist/pytorch.py",
+            "dlbench/workloads/mnist/task.py", "dlbench/workloads/mnist/pytorch.py",
             "dlbench/specs.py", "dlbench/record.py"} <= files
     assert not any("tensorflow" in f or "imdb" in f for f in files)
-    script = {str(p).rsplit("/", 2)[-1] for p in code_files(src, scripts=[REPO / "scripts" / "prepare_mnist.py"])}
-    assert {"prepare_mnist.py", "mnist.py", "errors.py"} <= script
+    script = {str(p).rsplit("/", 2)[-1] for p in code_files(src, scripts=[REPO / "src" / "dlbench" / "workloads" / "mnist" / "scripts" / "prepare.py"])}
+    assert {"prepare.py", "data.py", "errors.py"} <= script
 
 
 def test_the_frameworks_are_listed_in_one_place():
@@ -89,3 +90,42 @@ def test_the_frameworks_are_listed_in_one_place():
     for path in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), REPO / "schemas" / "config.schema.yaml",
                  REPO / "src" / "dlbench" / "sweep.py", REPO / "src" / "dlbench" / "config.py"]:
         assert not listed.search(path.read_text()), f"{path} names a framework"
+
+
+def test_the_workloads_are_listed_in_one_place():
+    """Adding a workload: its line in dlbench/workloads/__init__.py, its folder and its schema
+    section; no rule, script, schema check or shared module names a workload (the code, not its
+    comments) but the workload's own folder."""
+    from dlbench.workloads import WORKLOADS as KNOWN, run_sets
+
+    named = re.compile(r"(?<![\w/.-])(" + "|".join(run_sets()) + r")(?![\w-])")
+    shared = [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), *(REPO / "scripts").glob("*.py"),
+              *(p for p in (REPO / "src" / "dlbench").rglob("*.py") if "workloads" not in p.parts)]
+    for path in shared:
+        code = "\n".join(line.split("#")[0] for line in strip_docstrings(path.read_text()).splitlines())
+        found = named.search(code.replace("dlbench.workloads", ""))
+        assert found is None, f"{path.relative_to(REPO)} names the workload {found[0]!r}"
+    schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
+    assert "enum" not in schema["properties"]["workloads"]["items"]  # checked against the registry
+    for workload in KNOWN:
+        folder = REPO / "src" / "dlbench" / "workloads" / workload
+        assert {"definition.py", "task.py", "rules.smk"} <= {p.name for p in folder.iterdir()}, workload
+        assert workload in schema["properties"], workload
+
+
+def strip_docstrings(source):
+    """Python source without its docstrings (a Snakefile's too: its Python parts)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a Snakefile: leave it as it is
+        return source
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            for i in range(body[0].lineno - 1, body[0].end_lineno):
+                lines[i] = ""
+    return "\n".join(lines)

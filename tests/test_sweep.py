@@ -1,7 +1,9 @@
 import pandas as pd
 from snakemake.utils import Paramspace
 
-from dlbench.sweep import IMDB_COLUMNS, MNIST_COLUMNS, imdb_runs, mnist_runs, run_id
+from dlbench.sweep import run_id
+from dlbench.workloads.imdb.definition import COLUMNS as IMDB_COLUMNS, runs as imdb_grid
+from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS, runs as mnist_grid
 
 MNIST = {
     "models": ["small", "large"],
@@ -14,7 +16,7 @@ REPEATS = 2
 
 
 def test_one_device_runs_once_without_a_strategy():
-    rows = mnist_runs(MNIST, ["pytorch"], REPEATS)
+    rows = mnist_grid({"mnist": MNIST}, ["pytorch"], REPEATS)
     single = [r for r in rows if r["devices"] == 1]
     assert {r["strategy"] for r in single} == {"single"}
     # 2 models x 2 data sizes x 1 batch x 2 repeats
@@ -22,7 +24,7 @@ def test_one_device_runs_once_without_a_strategy():
 
 
 def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
-    rows = mnist_runs(MNIST, ["pytorch", "tensorflow", "mxnet"], REPEATS)
+    rows = mnist_grid({"mnist": MNIST}, ["pytorch", "tensorflow", "mxnet"], REPEATS)
     points = 2 * 2 * 1 * 2  # models x data sizes x batches x repeats
     count = lambda fw, devices: sum(1 for r in rows if r["framework"] == fw and r["devices"] == devices)
     assert count("pytorch", 2) == count("pytorch", 4) == 2 * points
@@ -33,7 +35,7 @@ def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
 
 
 def test_run_id_is_the_paramspace_pattern_and_round_trips():
-    rows = mnist_runs(MNIST, ["tensorflow"], REPEATS)
+    rows = mnist_grid({"mnist": MNIST}, ["tensorflow"], REPEATS)
     frame = pd.DataFrame(rows)[list(MNIST_COLUMNS)]
     space = Paramspace(frame, filename_params="*")
     assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
@@ -45,7 +47,7 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
     imdb = {"batch_sizes": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"]}
-    rows = imdb_runs(imdb, ["pytorch", "mxnet"], 1)
+    rows = imdb_grid({"imdb": imdb}, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 2 * 3 * 2
     # sparse runs exist for every framework: the others record them as not applicable
     assert {r["framework"] for r in rows if r["grad"] == "sparse"} == {"pytorch", "mxnet"}

@@ -5,7 +5,7 @@ import pytest
 
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
-from dlbench.sweep import MNIST_COLUMNS
+from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS
 from dlbench.tables import (RecordError, environment_rows, load_records, tables, time_to_target, units_table,
                             unsuccessful, utilisation_rows)
 from specs import smoke_spec

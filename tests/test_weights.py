@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlbench.contract import Workload
-from dlbench.specs import DENSENET121
+from dlbench.workloads.chestxray.definition import DENSENET121
 from dlbench.weights import initial_weights, weights_sha256
 from specs import smoke_spec
 

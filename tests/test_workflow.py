@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.chestxray import FINDINGS
+from dlbench.workloads.chestxray.data import FINDINGS
 from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.specs import spec_from_dict
 from dlbench.tables import load_records
@@ -288,7 +288,7 @@ def test_a_framework_backend_reruns_the_runs_that_use_it(finished, backend, fram
 
 @pytest.mark.slow
 def test_shared_workload_code_reruns_every_run_of_that_workload(finished):
-    with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / "__init__.py"):
+    with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / "task.py"):
         out = dry_run(finished)
     assert planned_runs(out) == all_runs(finished, "imdb")
 
@@ -304,7 +304,7 @@ def test_the_shared_harness_reruns_every_run(finished):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("code, expected", [
-    ("scripts/plot_imdb.py", {"plot_imdb": 1, "all": 1}),
+    ("src/dlbench/workloads/imdb/scripts/plot.py", {"plot_imdb": 1, "all": 1}),
     ("src/dlbench/tables.py", {"aggregate": 6, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "headline": 1,
                                "all": 1}),
 ])

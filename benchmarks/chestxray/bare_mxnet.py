@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, read_labels_csv
+from dlbench.workloads.chestxray.data import FINDINGS, SYNTHETIC_POOL, read_labels_csv
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.chestxray.mxnet import build_model
 

@@ -15,7 +15,7 @@ import json
 import sys
 import time
 
-from dlbench.chestxray import FINDINGS, SYNTHETIC_POOL, read_labels_csv
+from dlbench.workloads.chestxray.data import FINDINGS, SYNTHETIC_POOL, read_labels_csv
 from dlbench.specs import spec_from_dict
 
 

@@ -1,7 +1,8 @@
 """Checks of a validated config that the JSON schema cannot express, naming the key.
 
 The schema (schemas/config.schema.yaml) checks types and fills defaults; here the config
-meets the list of frameworks (dlbench.frameworks) and each framework's strategies.
+meets the lists of frameworks and workloads (dlbench.frameworks, dlbench.workloads), each
+framework's strategies, and each workload's own checks (its definition.py).
 """
 from dlbench.frameworks import FRAMEWORKS
 
@@ -11,41 +12,46 @@ class ConfigError(ValueError):
 
 
 def check_config(config):
-    """Check the frameworks and strategies; fill each workload's strategies and weights for
-    every framework (a framework left out takes all of its own strategies, and no weights)."""
+    """Check the frameworks and workloads against their lists (dlbench.frameworks,
+    dlbench.workloads), the measurement, and each workload's section (its definition's check,
+    which may fill values: a framework's strategies, its weights)."""
+    from dlbench.workloads import WORKLOADS, definition
+
     config.setdefault("frameworks", list(FRAMEWORKS))
     for framework in config["frameworks"]:
         if framework not in FRAMEWORKS:
             raise ConfigError(f"config frameworks: unknown framework {framework!r} "
                               f"(known: {', '.join(FRAMEWORKS)})")
-    for workload in ("mnist", "chestxray"):
-        strategies = config[workload]["strategies"]
-        for framework, names in strategies.items():
-            if framework not in FRAMEWORKS:
-                raise ConfigError(f"config {workload}.strategies: unknown framework {framework!r}")
-            unknown = [name for name in names if name not in FRAMEWORKS[framework].strategies]
-            if unknown:
-                raise ConfigError(f"config {workload}.strategies.{framework}: unknown strategy {unknown[0]!r} "
-                                  f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
-        config[workload]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
-        if any(devices > 1 for devices in config[workload]["devices"]):
-            for framework in config["frameworks"]:
-                if not config[workload]["strategies"][framework]:
-                    raise ConfigError(f"config {workload}.strategies.{framework}: empty, but {workload}.devices "
-                                      f"asks for more than one device (name a strategy, or leave the key out)")
+    config.setdefault("workloads", list(WORKLOADS))
+    for workload in config["workloads"]:
+        if workload not in WORKLOADS:
+            raise ConfigError(f"config workloads: unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "
                           f"measurement.max_unit_steps ({measurement['max_unit_steps']})")
-    split = config["chestxray"]["split"]
-    if abs(sum(split.values()) - 1) > 1e-9:
-        raise ConfigError(f"config chestxray.split: the fractions {split} sum to {sum(split.values()):g}, not 1")
-    weights = config["chestxray"]["weights"]
-    for framework in weights:
-        if framework not in FRAMEWORKS:
-            raise ConfigError(f"config chestxray.weights: unknown framework {framework!r}")
-    config["chestxray"]["weights"] = {fw: weights.get(fw) for fw in FRAMEWORKS}
+    for workload in WORKLOADS:
+        definition(workload).check(config)
     return config
+
+
+def check_strategies(config, section):
+    """A section's strategies: known frameworks and strategies; filled for every framework (one
+    left out takes all of its own); none empty where the section asks for more than one device."""
+    strategies = config[section]["strategies"]
+    for framework, names in strategies.items():
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config {section}.strategies: unknown framework {framework!r}")
+        unknown = [name for name in names if name not in FRAMEWORKS[framework].strategies]
+        if unknown:
+            raise ConfigError(f"config {section}.strategies.{framework}: unknown strategy {unknown[0]!r} "
+                              f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
+    config[section]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
+    if any(devices > 1 for devices in config[section]["devices"]):
+        for framework in config["frameworks"]:
+            if not config[section]["strategies"][framework]:
+                raise ConfigError(f"config {section}.strategies.{framework}: empty, but {section}.devices "
+                                  f"asks for more than one device (name a strategy, or leave the key out)")
 
 
 def load_config(*paths):

@@ -62,7 +62,7 @@ class Placement:
 
 class Workload:
     """A workload in one framework: the task's shared part (a subclass per workload in
-    dlbench/workloads/<workload>/__init__.py: data, metrics) and the framework's part (a
+    dlbench/workloads/<workload>/task.py: data, metrics) and the framework's part (a
     subclass of that in dlbench/workloads/<workload>/<framework>.py, named WORKLOAD there).
 
     `build` runs outside the clock: the task's load_data(), then the framework's

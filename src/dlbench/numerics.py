@@ -140,16 +140,14 @@ def measure(policy, backend):
 
 
 def probe_spec(framework, policy, threads):
-    """A one-device CPU spec for setting a framework up without data (the probe's)."""
-    from dlbench.specs import Adam, Convergence, Measure, MnistData, MnistModel, MnistSpec
+    """A one-device CPU spec for setting a framework up without a workload (the probe's)."""
+    from dlbench.specs import Convergence, Measure, Run
 
     measure = Measure(min_unit_seconds=0, min_unit_steps=1, max_unit_steps=1, warmup_tolerance=0.1,
                       max_warmup_units=1, steady_units=1)
-    return MnistSpec(workload="mnist", framework=framework, run_id="probe", repeat=1, seed=0, device="cpu", devices=1,
-                     strategy="single", batch=1, threads=threads, measure=measure, convergence=Convergence(0, 1),
-                     timeout_s=60.0, numerics=policy,
-                     model=MnistModel("small"), duplicate=1, optimizer=Adam(lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-7),
-                     data=MnistData("", "", "", "", None, None))
+    return Run(workload="probe", framework=framework, run_id="probe", repeat=1, seed=0, device="cpu", devices=1,
+               strategy="single", batch=1, threads=threads, measure=measure, convergence=Convergence(0, 1),
+               timeout_s=60.0, numerics=policy)
 
 
 def main():

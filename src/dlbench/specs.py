@@ -1,6 +1,7 @@
 """Typed run specs: everything one run uses, built once from the validated config.
 
-A spec is a frozen dataclass per workload. The workflow builds it (`build_spec`) and hands it
+A spec is a frozen dataclass per run set (dlbench.sweep.RunSet: a subclass of Run, in the
+workload's definition.py). The workflow builds it and hands it
 to the run as JSON (a plain `params:` value, so that Snakemake reruns a run whose spec
 changed); the trainer reads it back with `spec_from_dict`, which fails on a missing or
 unknown key and names it. The whole spec is stored in the run's record.
@@ -77,122 +78,6 @@ class Run:
         return self.batch * self.devices
 
 
-# --- MNIST ---------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class MnistModel:
-    name: str            # small (402,442 parameters) or large (4,104,202)
-
-
-@dataclass(frozen=True)
-class MnistData:
-    train_images: str
-    train_labels: str
-    test_images: str
-    test_labels: str
-    train_limit: int | None   # the first N samples of a split; None, all
-    test_limit: int | None
-
-
-@dataclass(frozen=True)
-class MnistSpec(Run):
-    model: MnistModel
-    duplicate: int
-    optimizer: Adam
-    data: MnistData
-
-    def point(self):
-        return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
-                "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
-
-
-# --- IMDB ----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LstmModel:
-    vocabulary: int
-    embedding: int
-    hidden: int
-    maxlen: int
-    classes: int
-
-
-@dataclass(frozen=True)
-class ImdbData:
-    train_sequences: str
-    train_labels: str
-    test_sequences: str
-    test_labels: str
-    train_limit: int | None
-    test_limit: int | None
-
-
-@dataclass(frozen=True)
-class ImdbSpec(Run):
-    model: LstmModel
-    workers: int         # loader workers; 0 loads in the training process
-    grad: str            # dense or sparse embedding gradients
-    optimizer: Adam
-    schedule: StepSchedule
-    data: ImdbData
-
-    def point(self):
-        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "repeat": self.repeat}
-
-
-# --- ChestX-ray ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class DenseNetModel:
-    classes: int
-    blocks: tuple[int, ...]
-    growth: int
-    bottleneck: int
-    compression: float
-    init_features: int
-
-
-DENSENET121 = DenseNetModel(classes=14, blocks=(6, 12, 24, 16), growth=32, bottleneck=4, compression=0.5,
-                            init_features=64)
-
-
-@dataclass(frozen=True)
-class ChestXrayData:
-    labels: str          # the prepared label file (image, patient, split, 14 findings)
-    images: str          # the manifest of the preprocessed images (image, path)
-    image_source: str    # "synthetic images" or "NIH images": said in every table and figure
-    size: int            # the preprocessed images are size x size
-    crop: int            # random crop (training), centre crop (evaluation)
-
-
-@dataclass(frozen=True)
-class ChestXraySpec(Run):
-    model: DenseNetModel
-    input: str           # real: files through the framework's loader; synthetic: tensors in memory
-    workers: int
-    optimizer: Adam      # the learning rate is scaled by the device count, as the study did
-    weights: str | None  # ImageNet weights in the framework's own format
-    data: ChestXrayData
-
-    def point(self):
-        return {"input": self.input, "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
-
-
-@dataclass(frozen=True)
-class ChestXrayLoaderSpec(Run):
-    """The real-input training loader alone, no model (one device)."""
-    workers: int
-    images: int          # per epoch, drawn in turn from the training images
-    data: ChestXrayData
-
-    def point(self):
-        return {"workers": self.workers, "repeat": self.repeat}
-
-
-SPEC_TYPES = {"mnist": MnistSpec, "imdb": ImdbSpec, "chestxray": ChestXraySpec,
-              "chestxray-loader": ChestXrayLoaderSpec}
-
-
 # --- reading and writing ---------------------------------------------------------------------------
 
 def _convert(kind, value, where):
@@ -232,10 +117,13 @@ def _from_dict(cls, data, where):
 
 def spec_from_dict(data):
     """The typed spec of a dict (a record's spec, or JSON from the workflow)."""
-    if not isinstance(data, dict) or data.get("workload") not in SPEC_TYPES:
-        raise SpecError(f"spec: workload must be one of {', '.join(SPEC_TYPES)}, got "
+    from dlbench.workloads import run_set, run_sets
+
+    found = run_set(data.get("workload")) if isinstance(data, dict) else None
+    if found is None:
+        raise SpecError(f"spec: workload must be one of {', '.join(run_sets())}, got "
                         f"{data.get('workload') if isinstance(data, dict) else data!r}")
-    return _from_dict(SPEC_TYPES[data["workload"]], data, "spec")
+    return _from_dict(found.spec_type, data, "spec")
 
 
 def spec_to_dict(spec):

@@ -16,25 +16,16 @@ PyTorch's default initialisation of each module:
   default and its bias 0.
 
 The protocol loads them into every framework after build_model (dlbench.contract.Workload.build)
-and records `weights_sha256` of them. The names follow the model modules: the MNIST layers of
-PyTorch's nn.Sequential, the LSTM's `SentimentLSTM`, DenseNet's torchvision names derived from
-the spec's DenseNetModel (blocks, growth, bottleneck, compression, initial features).
+and records `weights_sha256` of them. Each workload's definition.py draws its model's arrays
+(`draw_weights`) with the names of its PyTorch module: the MNIST layers of PyTorch's
+nn.Sequential, the LSTM's `SentimentLSTM`, DenseNet's torchvision names derived from the spec's
+DenseNetModel (blocks, growth, bottleneck, compression, initial features).
 """
 import dataclasses
 import hashlib
 import json
 
 import numpy as np
-
-# The MNIST models as PyTorch's nn.Sequential lists them (dlbench/workloads/mnist/pytorch.py):
-# a state-dict name's number is the layer's index; layers without weights hold their place.
-MNIST_LAYERS = {
-    "small": [("conv", 1, 32), "relu", "pool", "flatten", ("linear", 32 * 14 * 14, 64), "relu", ("linear", 64, 10)],
-    "large": [("conv", 1, 128), "relu", "pool", ("conv", 128, 256), "relu", "pool", ("conv", 256, 512), "relu",
-              "pool", "flatten", ("linear", 512 * 3 * 3, 512), "relu", ("linear", 512, 512), "relu",
-              ("linear", 512, 10)],
-}
-
 
 class Draw:
     """Arrays drawn in turn from one generator, kept in the order they are drawn (PyTorch's
@@ -81,57 +72,6 @@ class Draw:
         self.arrays[f"{name}.num_batches_tracked"] = np.zeros((), dtype=np.int64)
 
 
-def mnist(draw, model):
-    for index, layer in enumerate(MNIST_LAYERS[model.name]):
-        if isinstance(layer, tuple):
-            kind, n_in, n_out = layer
-            if kind == "conv":
-                draw.conv(str(index), n_in, n_out, 3)
-            else:
-                draw.linear(str(index), n_in, n_out)
-
-
-def lstm(draw, model):
-    """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
-    draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)
-    bound, gates = 1 / np.sqrt(model.hidden), 4 * model.hidden
-    draw.uniform("lstm.weight_ih_l0", (gates, model.embedding), bound)
-    draw.uniform("lstm.weight_hh_l0", (gates, model.hidden), bound)
-    draw.uniform("lstm.bias_ih_l0", (gates,), bound)
-    draw.uniform("lstm.bias_hh_l0", (gates,), bound)
-    draw.linear("classifier", model.hidden, model.classes)
-
-
-def densenet(draw, model):
-    """DenseNet-BC with torchvision's module names: features.conv0, norm0, denseblockB.denselayerL
-    (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to growth), transitionB (norm,
-    conv 1x1 to features x compression), norm5; classifier."""
-    def conv(name, c_in, c_out, kernel):
-        draw.conv(name, c_in, c_out, kernel, bias=False, kaiming_normal=True)
-
-    conv("features.conv0", 3, model.init_features, 7)
-    draw.batch_norm("features.norm0", model.init_features)
-    features, width = model.init_features, model.bottleneck * model.growth
-    for b, layers in enumerate(model.blocks, start=1):
-        for i in range(layers):
-            name = f"features.denseblock{b}.denselayer{i + 1}"
-            draw.batch_norm(f"{name}.norm1", features + i * model.growth)
-            conv(f"{name}.conv1", features + i * model.growth, width, 1)
-            draw.batch_norm(f"{name}.norm2", width)
-            conv(f"{name}.conv2", width, model.growth, 3)
-        features += layers * model.growth
-        if b != len(model.blocks):
-            out_features = int(features * model.compression)
-            draw.batch_norm(f"features.transition{b}.norm", features)
-            conv(f"features.transition{b}.conv", features, out_features, 1)
-            features = out_features
-    draw.batch_norm("features.norm5", features)
-    draw.linear("classifier", features, model.classes, zero_bias=True)
-
-
-MODELS = {"mnist": mnist, "imdb": lstm, "chestxray": densenet}
-
-
 def generator(spec):
     """The generator of a spec's initial weights: from the seed, the workload and the model's
     hyperparameters (nothing else of the spec, so that every framework and sweep point of the
@@ -143,11 +83,15 @@ def generator(spec):
 
 def initial_weights(spec):
     """{name: array} in PyTorch's state-dict names, order, layouts and dtypes (float32;
-    num_batches_tracked int64), or None for a workload without a model (the loader benchmark)."""
-    if spec.workload not in MODELS:
+    num_batches_tracked int64), drawn by the run set's draw_weights (in the workload's
+    definition.py), or None for a run set without a model (the loader benchmark)."""
+    from dlbench.workloads import run_set
+
+    draw_weights = run_set(spec.workload).draw_weights
+    if draw_weights is None:
         return None
     draw = Draw(generator(spec))
-    MODELS[spec.workload](draw, spec.model)
+    draw_weights(draw, spec.model)
     return draw.arrays
 
 

@@ -1,1 +1,42 @@
-"""The workloads: per workload, its shared part (__init__.py) and one module per framework."""
+"""The workloads the benchmark knows: the one place they are listed.
+
+A workload is a line in WORKLOADS and its folder, dlbench/workloads/<workload>/ (rules, code,
+captions; nothing outside it names the workload):
+
+- definition.py, what the workflow knows of it, pure (no framework, no data):
+    RUN_SETS    its run sets (dlbench.sweep.RunSet): each a grid of runs, their spec type, the
+                spec of each row, the initial weights of its model
+    FIGURES     figure names: results/figures/<workload>/<name>.png, made by its rules.smk
+    TABLES      table names its rules.smk writes besides each run set's tables:
+                results/tables/<workload>-<name>.csv
+    TARGET      (metric, the key of its target in the config section), or None
+    check(config)   what the schema cannot check of its section (raise dlbench.config.ConfigError)
+- rules.smk: preparing its data from the raw files, its figures (and any benchmark of its own
+  besides the training runs, whose record sets it adds to RECORD_SETS); included by the
+  Snakefile for every workload listed here;
+- task.py: the task's part every framework shares (a dlbench.contract.Workload: data,
+  metrics), and one module per framework, <module>.py, ending with WORKLOAD = TheClass;
+  a run set other than the workload's own name (chestxray-loader) has a package of its own;
+- data.py (what its scripts/ and task read: raw formats, preparation), scripts/ (its jobs'
+  entry points: prepare.py, plot.py), report/ (its figures' captions);
+- its section in config.yaml and in schemas/config.schema.yaml.
+"""
+import importlib
+
+WORKLOADS = ("mnist", "imdb", "chestxray")
+
+
+def definition(workload):
+    """The workload's definition module."""
+    return importlib.import_module(f"dlbench.workloads.{workload}.definition")
+
+
+def run_sets(workloads=WORKLOADS):
+    """{run set name: (workload, RunSet)} of the workloads, in their order."""
+    return {run_set.name: (workload, run_set) for workload in workloads for run_set in definition(workload).RUN_SETS}
+
+
+def run_set(name):
+    """The RunSet named `name` (a spec's workload), or None."""
+    found = run_sets().get(name)
+    return found[1] if found else None

@@ -22,12 +22,12 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
+from dlbench.workloads.chestxray.data import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
 from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
-from dlbench.workloads.chestxray import ChestXray
+from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC with torchvision's module names ----------------------------------------
 

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.chestxray import IMAGENET_MEAN, IMAGENET_STD, sample_rng
+from dlbench.workloads.chestxray.data import IMAGENET_MEAN, IMAGENET_STD, sample_rng
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
 from dlbench.frameworks.mxnet.step import make_trainer, train_step
-from dlbench.specs import DENSENET121
-from dlbench.workloads.chestxray import ChestXray
+from dlbench.workloads.chestxray.definition import DENSENET121
+from dlbench.workloads.chestxray.task import ChestXray
 
 MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAGENET_STD)
 
@@ -79,7 +79,7 @@ def to_input(patch):
 def training_images(paths, labels, seed, crop):
     """A Gluon Dataset of (float32 3 x crop x crop image, float32 [14] labels), keyed by
     (epoch, index): a random crop (top, then left) and a horizontal flip with p=0.5, drawn
-    from dlbench.chestxray.sample_rng(seed, epoch, index) as in every framework."""
+    from dlbench.workloads.chestxray.data.sample_rng(seed, epoch, index) as in every framework."""
     import mxnet as mx
     from mxnet import gluon, nd
 

@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from dlbench.chestxray import eval_transform, read_image, sample_rng, train_transform
+from dlbench.workloads.chestxray.data import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.chestxray import ChestXray
+from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC as torchvision's densenet.py builds it, with its module names -------
 

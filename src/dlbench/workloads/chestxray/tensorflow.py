@@ -22,12 +22,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.chestxray import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
+from dlbench.workloads.chestxray.data import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
-from dlbench.workloads.chestxray import ChestXray
+from dlbench.workloads.chestxray.task import ChestXray
 from dlbench.workloads.chestxray.keras import build_model, check_model_spec, load_weights  # the Keras model, shared
 
 # --- data ------------------------------------------------------------------------------------------

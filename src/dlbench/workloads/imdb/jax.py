@@ -19,7 +19,7 @@ from flax import nnx
 
 from dlbench.frameworks.jax.loaders import feed_order, GatherBatch, order_feed
 from dlbench.frameworks.jax.step import make_adam, ModelMethods, Training
-from dlbench.workloads.imdb import Imdb
+from dlbench.workloads.imdb.task import Imdb
 
 
 class SentimentLSTM(nnx.Module):

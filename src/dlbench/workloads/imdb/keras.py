@@ -15,7 +15,7 @@ from keras import layers
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import FitMethods
 from dlbench.frameworks.keras.loaders import run_batches
-from dlbench.workloads.imdb import Imdb
+from dlbench.workloads.imdb.task import Imdb
 
 
 def build_model(vocabulary, embedding, hidden, maxlen, classes):

@@ -11,7 +11,7 @@ import numpy as np
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
 from dlbench.frameworks.mxnet.step import make_trainer, train_step
-from dlbench.workloads.imdb import Imdb
+from dlbench.workloads.imdb.task import Imdb
 
 
 def build_model(vocabulary, embedding, hidden, classes):

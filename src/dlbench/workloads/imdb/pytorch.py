@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.imdb import Imdb
+from dlbench.workloads.imdb.task import Imdb
 
 
 class SentimentLSTM(nn.Module):

@@ -15,7 +15,7 @@ import tensorflow as tf
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
-from dlbench.workloads.imdb import Imdb
+from dlbench.workloads.imdb.task import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
 

@@ -13,7 +13,7 @@ import optax
 from flax import nnx
 
 from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
-from dlbench.workloads.mnist import Mnist
+from dlbench.workloads.mnist.task import Mnist
 
 
 def flatten(x):

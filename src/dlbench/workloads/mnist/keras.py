@@ -14,7 +14,7 @@ from keras import layers
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import FitMethods
 from dlbench.frameworks.keras.loaders import run_batches
-from dlbench.workloads.mnist import Mnist
+from dlbench.workloads.mnist.task import Mnist
 
 
 def build_model(name):

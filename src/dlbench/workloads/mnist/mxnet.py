@@ -8,7 +8,7 @@ import numpy as np
 
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.step import make_trainer, train_step
-from dlbench.workloads.mnist import Mnist
+from dlbench.workloads.mnist.task import Mnist
 
 
 def build_model(name):

@@ -4,7 +4,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.mnist import Mnist
+from dlbench.workloads.mnist.task import Mnist
 
 
 def build_model(name):

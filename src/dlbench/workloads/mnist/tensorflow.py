@@ -14,7 +14,7 @@ import tensorflow as tf
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
-from dlbench.workloads.mnist import Mnist
+from dlbench.workloads.mnist.task import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.files import staged
-from dlbench.imdb import (DataError, build_vocabulary, encode_ranks, encode_texts, label_counts,
+from dlbench.workloads.imdb.data import (DataError, build_vocabulary, encode_ranks, encode_texts, label_counts,
                            pad_sequences, read_aclimdb, read_keras_npz, read_wheel_splits, shuffled,
                            take_balanced)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.files import staged
-from dlbench.mnist import DataError, duplicate, normalise, read_idx_set, read_wheel
+from dlbench.workloads.mnist.data import DataError, duplicate, normalise, read_idx_set, read_wheel
 
 
 def prepare(args):

@@ -13,7 +13,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from dlbench.cli import positive_int
-from dlbench.chestxray import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,
+from dlbench.workloads.chestxray.data import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,
                                 choose_subset, patient_split, read_labels_csv, read_nih_labels,
                                 read_wheel_labels, save_png, synthetic_image, write_labels_csv,
                                 write_manifest)

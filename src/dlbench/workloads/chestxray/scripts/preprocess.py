@@ -10,7 +10,7 @@ or PNG, with Pillow (or pillow-simd, whichever the environment has) or OpenCV, i
            before the clock and serve every unit; a run record with images/s per unit
 
 Both backends shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
-(dlbench.chestxray.resize_file).
+(dlbench.workloads.chestxray.data.resize_file).
 """
 import argparse
 import os
@@ -21,7 +21,7 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from dlbench.cli import positive_int
-from dlbench.chestxray import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version, benchmark_order,
+from dlbench.workloads.chestxray.data import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version, benchmark_order,
                                 prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
 from dlbench.files import staged
 from dlbench.machine import CpuMeter

@@ -1,7 +1,53 @@
 # ChestX-ray14: NIH labels -> a patient-wise split -> images (the user's, or synthetic) ->
 # resized once per image library and format (training data) -> the decode benchmark; the
-# preprocessing benchmark times resizing apart; training and the framework loader benchmark
-# are in runs.smk.
+# preprocessing benchmark times resizing apart; figures. Training and the framework loader
+# benchmark are in rules/runs.smk (this workload's definition.py gives their grids and specs).
+from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data
+
+CHESTXRAY = config["chestxray"]
+CHESTXRAY_FOLDER = Path(workflow.current_basedir)
+CHESTXRAY_SCRIPTS = CHESTXRAY_FOLDER / "scripts"
+if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
+    add_wheel(CHESTXRAY["labels"])
+SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
+IMAGE_SOURCE = chestxray_data(config).image_source
+# image library -> (the env it runs in, the reader it uses there)
+IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
+
+
+def chestxray_labels_source():
+    labels = CHESTXRAY["labels"]
+    if labels["kind"] == "pypi":
+        return {"wheel": wheel_path(labels)}
+    if not labels["nih_dir"]:
+        raise WorkflowError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
+    return {}
+
+
+def chestxray_preprocess_records():
+    pre = CHESTXRAY["preprocess"]
+    return [
+        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+        for repeat in range(1, MEASUREMENT["repeats"] + 1)
+    ]
+
+
+def chestxray_decode_records():
+    pre = CHESTXRAY["preprocess"]
+    return [
+        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+        for workers in CHESTXRAY["decode_workers"]
+        for repeat in range(1, MEASUREMENT["repeats"] + 1)
+    ]
+
+
+# The image libraries' benchmarks: record sets of their own (tables like the run sets').
+RECORD_SETS["chestxray-preprocess"] = ("chestxray", chestxray_preprocess_records)
+RECORD_SETS["chestxray-decode"] = ("chestxray", chestxray_decode_records)
 
 
 rule chestxray_labels:
@@ -9,7 +55,7 @@ rule chestxray_labels:
         update(f"{CHESTXRAY_DATA}/labels.csv"),
     input:
         unpack(lambda wildcards: chestxray_labels_source()),
-        **script_inputs("prepare_chestxray.py"),
+        **script_inputs(CHESTXRAY_SCRIPTS / "prepare.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -22,7 +68,7 @@ rule chestxray_labels:
     log:
         "results/logs/chestxray/labels.log",
     conda:
-        "../envs/data.yaml"
+        str(ENVS / "data.yaml")
     shell:
         "{params.python:q} {input.script:q} labels {params.source:q}"
         " --seed {params.seed} --split {params.split} {params.subset} --out {output:q} > {log:q} 2>&1"
@@ -33,7 +79,7 @@ rule chestxray_images:
         manifest=update(f"{CHESTXRAY_DATA}/images.csv"),
     input:
         labels=f"{CHESTXRAY_DATA}/labels.csv",
-        **script_inputs("prepare_chestxray.py"),
+        **script_inputs(CHESTXRAY_SCRIPTS / "prepare.py"),
         python=env_input("data"),
     params:
         python=run_python,
@@ -46,7 +92,7 @@ rule chestxray_images:
     log:
         "results/logs/chestxray/images.log",
     conda:
-        "../envs/data.yaml"
+        str(ENVS / "data.yaml")
     shell:
         "{params.python:q} {input.script:q} images --labels {input.labels:q}"
         " {params.source:q} --threads {threads} --manifest {output.manifest:q} > {log:q} 2>&1"
@@ -58,7 +104,7 @@ rule preprocess_chestxray:
         images=update(directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}")),
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
-        **script_inputs("preprocess_chestxray.py"),
+        **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
         python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
     params:
         python=run_python,
@@ -84,7 +130,7 @@ rule benchmark_preprocess:
         "results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}_repeat~{repeat}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
-        **script_inputs("preprocess_chestxray.py"),
+        **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
         python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
     params:
         python=run_python,
@@ -96,7 +142,7 @@ rule benchmark_preprocess:
     threads: workflow.cores
     resources:
         training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend)
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend, list(IMAGE_BACKENDS))
     log:
         "results/logs/chestxray/benchmark-preprocess-{backend}-{format}-repeat~{repeat}.log",
     wildcard_constraints:
@@ -117,7 +163,7 @@ rule decode_chestxray:
         "results/runs/chestxray-decode/{backend}/backend~{backend}_format~{format}_workers~{workers}_repeat~{repeat}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv",
-        **script_inputs("decode_chestxray.py"),
+        **script_inputs(CHESTXRAY_SCRIPTS / "decode.py"),
         python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
     params:
         python=run_python,
@@ -128,7 +174,7 @@ rule decode_chestxray:
     threads: workflow.cores
     resources:
         training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend)
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend, list(IMAGE_BACKENDS))
     log:
         "results/logs/chestxray/decode-{backend}-{format}-{workers}-repeat~{repeat}.log",
     wildcard_constraints:
@@ -143,3 +189,32 @@ rule decode_chestxray:
         " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format}"
         " --workers {wildcards.workers} --images {params.images} --units {params.units} --seed {params.seed}"
         " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
+
+
+rule plot_chestxray:
+    output:
+        **figure_outputs("chestxray", CHESTXRAY_FOLDER / "report"),
+        minutes_table=report("results/tables/chestxray-train-minutes.csv", caption="report/train-minutes-table.rst", category="chestxray", subcategory="tables", labels={"table": "train + validation minutes"}),
+        auc_table=report("results/tables/chestxray-test-auc.csv", caption="report/test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per finding"}),
+        verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="report/loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
+    input:
+        **table_inputs("chestxray", "runs", "convergence", "units", "points", "utilisation"),
+        loader_points="results/tables/chestxray-loader-points.csv",
+        preprocess_points="results/tables/chestxray-preprocess-points.csv",
+        decode_points="results/tables/chestxray-decode-points.csv",
+        **script_inputs(CHESTXRAY_SCRIPTS / "plot.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        outdir=lambda wildcards, output: Path(output.auc).parent,
+        image_source=IMAGE_SOURCE,
+    log:
+        "results/logs/report/plot-chestxray.log",
+    conda:
+        str(ENVS / "report.yaml")
+    shell:
+        "{params.python:q} {input.script:q} --runs {input.runs} --convergence {input.convergence:q} --units {input.units:q}"
+        " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
+        " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
+        " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
+        " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"

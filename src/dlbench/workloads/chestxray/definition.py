@@ -1,0 +1,162 @@
+"""ChestX-ray14 as the workflow knows it (pure: no framework, no data): the specs of DenseNet-121
+training and of the framework loaders' benchmark, their grids, DenseNet's initial weights, the
+figures and the config checks. dlbench.workloads says what a definition holds; the image
+libraries' benchmarks (preprocessing, decoding) are rules of this folder (rules.smk)."""
+from dataclasses import dataclass
+
+from dlbench.config import ConfigError, check_strategies
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.specs import Adam, Run
+from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
+
+DATA = "results/data/chestxray"
+
+
+@dataclass(frozen=True)
+class DenseNetModel:
+    classes: int
+    blocks: tuple[int, ...]
+    growth: int
+    bottleneck: int
+    compression: float
+    init_features: int
+
+
+DENSENET121 = DenseNetModel(classes=14, blocks=(6, 12, 24, 16), growth=32, bottleneck=4, compression=0.5,
+                            init_features=64)
+
+
+@dataclass(frozen=True)
+class ChestXrayData:
+    labels: str          # the prepared label file (image, patient, split, 14 findings)
+    images: str          # the manifest of the preprocessed images (image, path)
+    image_source: str    # "synthetic images" or "NIH images": said in every table and figure
+    size: int            # the preprocessed images are size x size
+    crop: int            # random crop (training), centre crop (evaluation)
+
+
+@dataclass(frozen=True)
+class ChestXraySpec(Run):
+    model: DenseNetModel
+    input: str           # real: files through the framework's loader; synthetic: tensors in memory
+    workers: int
+    optimizer: Adam      # the learning rate is scaled by the device count, as the study did
+    weights: str | None  # ImageNet weights in the framework's own format
+    data: ChestXrayData
+
+    def point(self):
+        return {"input": self.input, "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+
+
+@dataclass(frozen=True)
+class ChestXrayLoaderSpec(Run):
+    """The real-input training loader alone, no model (one device)."""
+    workers: int
+    images: int          # per epoch, drawn in turn from the training images
+    data: ChestXrayData
+
+    def point(self):
+        return {"workers": self.workers, "repeat": self.repeat}
+
+
+COLUMNS = ("input", "devices", "strategy", "repeat")
+LOADER_COLUMNS = ("workers", "repeat")
+
+
+def runs(config, frameworks, repeats):
+    """Rows {framework, input, devices, strategy, repeat}: real files or synthetic tensors, 1 vs N devices."""
+    chestxray = config["chestxray"]
+    return [
+        {"framework": framework, "input": kind, "devices": devices, "strategy": strategy, "repeat": repeat}
+        for framework in frameworks
+        for kind in chestxray["inputs"]
+        for devices in chestxray["devices"]
+        for strategy in device_strategies(devices, chestxray["strategies"], framework)
+        for repeat in range(1, repeats + 1)
+    ]
+
+
+def loader_runs(config, frameworks, repeats):
+    """Rows {framework, workers, repeat} of the framework loaders' benchmark."""
+    return [
+        {"framework": framework, "workers": count, "repeat": repeat}
+        for framework in frameworks
+        for count in config["chestxray"]["loader_workers"]
+        for repeat in range(1, repeats + 1)
+    ]
+
+
+def data(config):
+    """What ChestX-ray training and the framework loaders read: pillow-simd's preprocessed files."""
+    chestxray = config["chestxray"]
+    size, fmt = chestxray["preprocess"]["size"], chestxray["train_format"]
+    return ChestXrayData(labels=f"{DATA}/labels.csv",
+                         images=f"{DATA}/{size}/pillow-simd-{fmt}.csv",
+                         image_source="synthetic images" if chestxray["images_dir"] is None else "NIH images",
+                         size=size, crop=224)
+
+
+def spec(config, row, threads):
+    chestxray = config["chestxray"]
+    return ChestXraySpec(
+        **run_fields(config, chestxray, "chestxray", row, COLUMNS, threads, convergence_steps(chestxray),
+                     batch=chestxray["batch_size"]),
+        model=DENSENET121, input=row["input"], workers=chestxray["workers"],
+        optimizer=Adam(**chestxray["optimizer"]), weights=chestxray["weights"][row["framework"]],
+        data=data(config))
+
+
+def loader_spec(config, row, threads):
+    chestxray = config["chestxray"]
+    return ChestXrayLoaderSpec(
+        **run_fields(config, chestxray, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch_size"]),
+        workers=row["workers"], images=chestxray["benchmark_images"]["loader"], data=data(config))
+
+
+def draw_weights(draw, model):
+    """DenseNet-BC as torchvision initialises it, with its module names: features.conv0, norm0,
+    denseblockB.denselayerL (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to
+    growth), transitionB (norm, conv 1x1 to features x compression), norm5; classifier (bias 0)."""
+    def conv(name, c_in, c_out, kernel):
+        draw.conv(name, c_in, c_out, kernel, bias=False, kaiming_normal=True)
+
+    conv("features.conv0", 3, model.init_features, 7)
+    draw.batch_norm("features.norm0", model.init_features)
+    features, width = model.init_features, model.bottleneck * model.growth
+    for b, layers in enumerate(model.blocks, start=1):
+        for i in range(layers):
+            name = f"features.denseblock{b}.denselayer{i + 1}"
+            draw.batch_norm(f"{name}.norm1", features + i * model.growth)
+            conv(f"{name}.conv1", features + i * model.growth, width, 1)
+            draw.batch_norm(f"{name}.norm2", width)
+            conv(f"{name}.conv2", width, model.growth, 3)
+        features += layers * model.growth
+        if b != len(model.blocks):
+            out_features = int(features * model.compression)
+            draw.batch_norm(f"features.transition{b}.norm", features)
+            conv(f"features.transition{b}.conv", features, out_features, 1)
+            features = out_features
+    draw.batch_norm("features.norm5", features)
+    draw.linear("classifier", features, model.classes, zero_bias=True)
+
+
+RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights),
+            RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec))
+FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
+TABLES = ("train-minutes", "test-auc", "loader-verdict")
+TARGET = None   # DenseNet-121 learns nothing in minutes on two cores: throughput only
+
+
+def check(config):
+    """The strategies of each framework, a split that sums to 1, ImageNet weights per known
+    framework (filled with None for the others)."""
+    check_strategies(config, "chestxray")
+    chestxray = config["chestxray"]
+    split = chestxray["split"]
+    if abs(sum(split.values()) - 1) > 1e-9:
+        raise ConfigError(f"config chestxray.split: the fractions {split} sum to {sum(split.values()):g}, not 1")
+    weights = chestxray["weights"]
+    for framework in weights:
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config chestxray.weights: unknown framework {framework!r}")
+    chestxray["weights"] = {fw: weights.get(fw) for fw in FRAMEWORKS}

@@ -1,0 +1,94 @@
+"""IMDB as the workflow knows it (pure: no framework, no data): its specs, its grid, the
+initial weights of its LSTM, its figures and its config checks. dlbench.workloads says what a
+definition holds."""
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from dlbench.specs import Adam, Run, StepSchedule
+from dlbench.sweep import RunSet, convergence_steps, run_fields
+
+DATA = "results/data/imdb"
+ARRAYS = {f"{split}_{kind}": f"{DATA}/{split}-{kind}.npy" for split in ("train", "test") for kind in ("sequences", "labels")}
+
+
+@dataclass(frozen=True)
+class LstmModel:
+    vocabulary: int
+    embedding: int
+    hidden: int
+    maxlen: int
+    classes: int
+
+
+@dataclass(frozen=True)
+class ImdbData:
+    train_sequences: str
+    train_labels: str
+    test_sequences: str
+    test_labels: str
+    train_limit: int | None
+    test_limit: int | None
+
+
+@dataclass(frozen=True)
+class ImdbSpec(Run):
+    model: LstmModel
+    workers: int         # loader workers; 0 loads in the training process
+    grad: str            # dense or sparse embedding gradients
+    optimizer: Adam
+    schedule: StepSchedule
+    data: ImdbData
+
+    def point(self):
+        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "repeat": self.repeat}
+
+
+COLUMNS = ("batch", "workers", "grad", "repeat")
+
+
+def runs(config, frameworks, repeats):
+    """Rows {framework, batch, workers, grad, repeat} of the IMDB grid. Sparse embedding
+    gradients are a PyTorch dimension; the other frameworks record them as not applicable."""
+    imdb = config["imdb"]
+    return [
+        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "repeat": repeat}
+        for framework in frameworks
+        for batch, workers, grad, repeat in itertools.product(
+            imdb["batch_sizes"], imdb["workers"], imdb["grads"], range(1, repeats + 1)
+        )
+    ]
+
+
+def spec(config, row, threads):
+    imdb = config["imdb"]
+    adam = {k: imdb["optimizer"][k] for k in ("lr", "beta1", "beta2", "eps")}
+    return ImdbSpec(
+        **run_fields(config, imdb, "imdb", row, COLUMNS, threads, convergence_steps(imdb), batch=row["batch"]),
+        model=LstmModel(vocabulary=imdb["vocabulary"], embedding=imdb["embedding"], hidden=imdb["hidden"],
+                        maxlen=imdb["maxlen"], classes=2),
+        workers=row["workers"], grad=row["grad"], optimizer=Adam(**adam),
+        schedule=StepSchedule(factor=imdb["optimizer"]["lr_factor"], every_epochs=imdb["optimizer"]["lr_step_epochs"]),
+        data=ImdbData(**ARRAYS, train_limit=imdb["train_reviews"], test_limit=imdb["test_reviews"]))
+
+
+def draw_weights(draw, model):
+    """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
+    draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)
+    bound, gates = 1 / np.sqrt(model.hidden), 4 * model.hidden
+    draw.uniform("lstm.weight_ih_l0", (gates, model.embedding), bound)
+    draw.uniform("lstm.weight_hh_l0", (gates, model.hidden), bound)
+    draw.uniform("lstm.bias_ih_l0", (gates,), bound)
+    draw.uniform("lstm.bias_hh_l0", (gates,), bound)
+    draw.linear("classifier", model.hidden, model.classes)
+
+
+RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights),)
+FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
+TABLES = ("epoch-time-by-batch-and-workers",)
+TARGET = ("test_accuracy", "target_accuracy")
+
+
+def check(config):
+    """Nothing the schema does not check."""

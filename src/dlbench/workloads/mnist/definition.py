@@ -1,0 +1,103 @@
+"""MNIST as the workflow knows it (pure: no framework, no data): its specs, its grid, the
+initial weights of its models, its figures and its config checks. dlbench.workloads says what
+a definition holds."""
+import itertools
+from dataclasses import dataclass
+
+from dlbench.config import check_strategies
+from dlbench.specs import Adam, Convergence, Run
+from dlbench.sweep import RunSet, device_strategies, run_fields
+
+DATA = "results/data/mnist"
+TRAIN_IMAGES = 60_000  # the real training split; a duplicate point repeats it
+
+
+@dataclass(frozen=True)
+class MnistModel:
+    name: str            # small (402,442 parameters) or large (4,104,202)
+
+
+@dataclass(frozen=True)
+class MnistData:
+    train_images: str
+    train_labels: str
+    test_images: str
+    test_labels: str
+    train_limit: int | None   # the first N samples of a split; None, all
+    test_limit: int | None
+
+
+@dataclass(frozen=True)
+class MnistSpec(Run):
+    model: MnistModel
+    duplicate: int
+    optimizer: Adam
+    data: MnistData
+
+    def point(self):
+        return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
+                "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+
+
+COLUMNS = ("model", "duplicate", "batch", "devices", "strategy", "repeat")
+
+
+def runs(config, frameworks, repeats):
+    """Rows {framework, model, duplicate, batch, devices, strategy, repeat} of the MNIST grid."""
+    mnist = config["mnist"]
+    rows = []
+    for framework in frameworks:
+        for model, times, batch, devices in itertools.product(
+            mnist["models"], mnist["duplicates"], mnist["batch_sizes"], mnist["devices"]
+        ):
+            strategies = device_strategies(devices, mnist["strategies"], framework)
+            for strategy, repeat in itertools.product(strategies, range(1, repeats + 1)):
+                rows.append({"framework": framework, "model": model, "duplicate": times, "batch": batch,
+                             "devices": devices, "strategy": strategy, "repeat": repeat})
+    return rows
+
+
+def spec(config, row, threads):
+    mnist = config["mnist"]
+    model, times = row["model"], row["duplicate"]
+    data = MnistData(train_images=f"{DATA}/train-x{times}-images.npy",
+                     train_labels=f"{DATA}/train-x{times}-labels.npy",
+                     test_images=f"{DATA}/test-images.npy", test_labels=f"{DATA}/test-labels.npy",
+                     train_limit=mnist["train_images"].get(model), test_limit=mnist["test_images"].get(model))
+    # The study's first and second epoch: convergence in epochs of this point's training set.
+    epoch_steps = (data.train_limit or TRAIN_IMAGES * times) // (row["batch"] * row.get("devices", 1))
+    convergence = Convergence(steps=mnist["convergence_epochs"] * epoch_steps, eval_every=max(1, epoch_steps))
+    return MnistSpec(**run_fields(config, mnist, "mnist", row, COLUMNS, threads, convergence, batch=row["batch"]),
+                     model=MnistModel(model), duplicate=times, optimizer=Adam(**mnist["optimizer"]), data=data)
+
+
+# The models as PyTorch's nn.Sequential lists them (dlbench/workloads/mnist/pytorch.py): a
+# state-dict name's number is the layer's index; layers without weights hold their place.
+LAYERS = {
+    "small": [("conv", 1, 32), "relu", "pool", "flatten", ("linear", 32 * 14 * 14, 64), "relu", ("linear", 64, 10)],
+    "large": [("conv", 1, 128), "relu", "pool", ("conv", 128, 256), "relu", "pool", ("conv", 256, 512), "relu",
+              "pool", "flatten", ("linear", 512 * 3 * 3, 512), "relu", ("linear", 512, 512), "relu",
+              ("linear", 512, 10)],
+}
+
+
+def draw_weights(draw, model):
+    """PyTorch's default initialisation of each layer (dlbench.weights.Draw)."""
+    for index, layer in enumerate(LAYERS[model.name]):
+        if isinstance(layer, tuple):
+            kind, n_in, n_out = layer
+            if kind == "conv":
+                draw.conv(str(index), n_in, n_out, 3)
+            else:
+                draw.linear(str(index), n_in, n_out)
+
+
+RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights),)
+FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
+TABLES = ()          # besides the tables of every run set
+TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
+
+
+def check(config):
+    """What the schema cannot check: the strategies of each framework."""
+    check_strategies(config, "mnist")

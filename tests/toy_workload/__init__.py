@@ -1,0 +1,1 @@
+"""The toy workload (task.py is the part every framework shares)."""
