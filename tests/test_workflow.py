@@ -287,8 +287,9 @@ def test_a_framework_backend_reruns_the_runs_that_use_it(finished, backend, fram
 
 
 @pytest.mark.slow
-def test_shared_workload_code_reruns_every_run_of_that_workload(finished):
-    with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / "task.py"):
+@pytest.mark.parametrize("module", ["task.py", "definition.py"])
+def test_shared_workload_code_reruns_every_run_of_that_workload(finished, module):
+    with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / module):
         out = dry_run(finished)
     assert planned_runs(out) == all_runs(finished, "imdb")
 

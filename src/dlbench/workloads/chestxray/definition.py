@@ -140,6 +140,29 @@ def draw_weights(draw, model):
     draw.linear("classifier", features, model.classes, zero_bias=True)
 
 
+def preprocess_records(config):
+    """The records of the image libraries' preprocessing benchmark (rules.smk runs it)."""
+    pre = config["chestxray"]["preprocess"]
+    return [
+        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+        for repeat in range(1, config["measurement"]["repeats"] + 1)
+    ]
+
+
+def decode_records(config):
+    """The records of the image libraries' decoding benchmark (rules.smk runs it)."""
+    pre = config["chestxray"]["preprocess"]
+    return [
+        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
+        for backend in pre["backends"]
+        for fmt in pre["formats"]
+        for workers in config["chestxray"]["decode_workers"]
+        for repeat in range(1, config["measurement"]["repeats"] + 1)
+    ]
+
+
 RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights),
             RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec))
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
@@ -148,10 +171,12 @@ TARGET = None   # DenseNet-121 learns nothing in minutes on two cores: throughpu
 
 
 def check(config):
-    """The strategies of each framework, a split that sums to 1, ImageNet weights per known
-    framework (filled with None for the others)."""
+    """The strategies of each framework, the NIH label folder where the labels are NIH's, a
+    split that sums to 1, ImageNet weights per known framework (filled with None for the others)."""
     check_strategies(config, "chestxray")
     chestxray = config["chestxray"]
+    if chestxray["labels"]["kind"] == "nih" and not chestxray["labels"]["nih_dir"]:
+        raise ConfigError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
     split = chestxray["split"]
     if abs(sum(split.values()) - 1) > 1e-9:
         raise ConfigError(f"config chestxray.split: the fractions {split} sum to {sum(split.values()):g}, not 1")

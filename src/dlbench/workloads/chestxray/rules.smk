@@ -2,7 +2,7 @@
 # resized once per image library and format (training data) -> the decode benchmark; the
 # preprocessing benchmark times resizing apart; figures. Training and the framework loader
 # benchmark are in rules/runs.smk (this workload's definition.py gives their grids and specs).
-from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data
+from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data, decode_records, preprocess_records
 
 CHESTXRAY = config["chestxray"]
 CHESTXRAY_FOLDER = Path(workflow.current_basedir)
@@ -15,46 +15,16 @@ IMAGE_SOURCE = chestxray_data(config).image_source
 IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
 
 
-def chestxray_labels_source():
-    labels = CHESTXRAY["labels"]
-    if labels["kind"] == "pypi":
-        return {"wheel": wheel_path(labels)}
-    if not labels["nih_dir"]:
-        raise WorkflowError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")
-    return {}
-
-
-def chestxray_preprocess_records():
-    pre = CHESTXRAY["preprocess"]
-    return [
-        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
-        for backend in pre["backends"]
-        for fmt in pre["formats"]
-        for repeat in range(1, MEASUREMENT["repeats"] + 1)
-    ]
-
-
-def chestxray_decode_records():
-    pre = CHESTXRAY["preprocess"]
-    return [
-        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
-        for backend in pre["backends"]
-        for fmt in pre["formats"]
-        for workers in CHESTXRAY["decode_workers"]
-        for repeat in range(1, MEASUREMENT["repeats"] + 1)
-    ]
-
-
 # The image libraries' benchmarks: record sets of their own (tables like the run sets').
-RECORD_SETS["chestxray-preprocess"] = ("chestxray", chestxray_preprocess_records)
-RECORD_SETS["chestxray-decode"] = ("chestxray", chestxray_decode_records)
+RECORD_SETS["chestxray-preprocess"] = ("chestxray", lambda: preprocess_records(config))
+RECORD_SETS["chestxray-decode"] = ("chestxray", lambda: decode_records(config))
 
 
 rule chestxray_labels:
     output:
         update(f"{CHESTXRAY_DATA}/labels.csv"),
     input:
-        unpack(lambda wildcards: chestxray_labels_source()),
+        unpack(lambda wildcards: {"wheel": wheel_path(CHESTXRAY["labels"])} if CHESTXRAY["labels"]["kind"] == "pypi" else {}),
         **script_inputs(CHESTXRAY_SCRIPTS / "prepare.py"),
         python=env_input("data"),
     params:

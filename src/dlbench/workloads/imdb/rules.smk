@@ -12,20 +12,14 @@ if "imdb" in WORKLOADS:
         RAW_FILES[f"imdb/{IMDB_FILES[IMDB['source']['kind']]}"] = (location("imdb"), IMDB["source"]["file_sha256"] or "")
 
 
-def imdb_raw():
-    kind = IMDB["source"]["kind"]
-    if kind == "pypi":
-        return {"wheel": wheel_path(IMDB["source"])}
-    return {kind: f"results/raw/imdb/{IMDB_FILES[kind]}"}
-
-
 rule prepare_imdb:
     output:
         **{name: update(path) for name, path in IMDB_ARRAYS.items()},
         vocabulary=update(f"{IMDB_DATA}/vocabulary.json"),
         summary=update(f"{IMDB_DATA}/summary.json"),
     input:
-        unpack(lambda wildcards: imdb_raw()),
+        unpack(lambda wildcards: {"wheel": wheel_path(IMDB["source"])} if IMDB["source"]["kind"] == "pypi"
+               else {IMDB["source"]["kind"]: f"results/raw/imdb/{IMDB_FILES[IMDB['source']['kind']]}"}),
         **script_inputs(IMDB_FOLDER / "scripts" / "prepare.py"),
         python=env_input("data"),
     params:

