@@ -84,7 +84,7 @@ def test_the_frameworks_are_listed_in_one_place():
         assert (REPO / "envs" / f"{name}.yaml").is_file(), name
         assert (REPO / "src" / "dlbench" / "frameworks" / framework.module / "__init__.py").is_file(), name
         for workload in WORKLOADS:
-            module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "_") / f"{framework.module}.py"
+            module = REPO / "src" / "dlbench" / "workloads" / workload.replace("-", "/") / f"{framework.module}.py"
             assert module.is_file(), module
     listed = re.compile(r"\b(" + "|".join(FRAMEWORKS) + r")\b")
     for path in [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), REPO / "schemas" / "config.schema.yaml",

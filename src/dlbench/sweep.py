@@ -15,17 +15,14 @@ MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_
 class RunSet:
     """A set of runs of one workload with one kind of spec and one set of tables (e.g.
     ChestX-ray's training runs, or its framework loaders' benchmark)."""
-    name: str            # spec.workload; records in results/runs/<name>/, tables results/tables/<name>-*.csv
+    name: str            # spec.workload; records in results/runs/<name>/, tables results/tables/<name>-*.csv;
+                         # its task and framework modules in dlbench/workloads/<name>/, a-b in <a>/<b>/
     spec_type: type      # the frozen dataclass of its specs (a subclass of dlbench.specs.Run)
     columns: tuple       # a run id's fields, in order
     rows: Callable       # (config, frameworks, repeats) -> the grid's rows {framework, column: value}
     build: Callable      # (config, row, threads) -> the row's spec
     draw_weights: Callable | None = None   # (dlbench.weights.Draw, spec.model): the shared start; None: no model
 
-    @property
-    def package(self):
-        """The package of its shared part and its framework modules."""
-        return f"dlbench.workloads.{self.name.replace('-', '_')}"
 
 
 def device_strategies(devices, strategies, framework):

@@ -40,7 +40,8 @@ def backend_modules(framework):
 
 
 def workload_module(workload, framework):
-    return f"dlbench.workloads.{workload.replace('-', '_')}.{FRAMEWORKS[framework].module}"
+    """The module of a framework's runs of a run set (dlbench.sweep.RunSet: a-b is the package a.b)."""
+    return f"dlbench.workloads.{workload.replace('-', '.')}.{FRAMEWORKS[framework].module}"
 
 
 def reported(read):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.workloads.chestxray.tensorflow import TrainLoader
-from dlbench.workloads.chestxray_loader.task import ChestXrayLoader
+from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class TensorFlowChestXrayLoader(ChestXrayLoader):

@@ -2,7 +2,7 @@
 (PIL decode, shared crop and flip, normalise; persistent workers), batches moved to the device."""
 from dlbench.frameworks import pytorch as backend
 from dlbench.workloads.chestxray.pytorch import on_device, train_loader
-from dlbench.workloads.chestxray_loader.task import ChestXrayLoader
+from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class PyTorchChestXrayLoader(ChestXrayLoader):

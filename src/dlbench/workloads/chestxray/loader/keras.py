@@ -9,7 +9,7 @@ import keras
 
 from dlbench.frameworks.keras.loaders import epoch_of, fit_epoch_iterator, fit_input
 from dlbench.workloads.chestxray.keras import train_data
-from dlbench.workloads.chestxray_loader.task import ChestXrayLoader
+from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class KerasChestXrayLoader(ChestXrayLoader):

@@ -10,7 +10,7 @@ for them).
 from dlbench.frameworks import jax as backend
 from dlbench.frameworks.jax.loaders import feed_order, order_feed
 from dlbench.workloads.chestxray.jax import TrainBatch
-from dlbench.workloads.chestxray_loader.task import ChestXrayLoader
+from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class JaxChestXrayLoader(ChestXrayLoader):

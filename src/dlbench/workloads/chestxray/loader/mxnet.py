@@ -3,7 +3,7 @@ DenseNet-121 workload (mx.image.imread, crop and flip from the shared seed, norm
 `workers` worker processes, each batch moved to the context; no model."""
 from dlbench.frameworks import mxnet as backend
 from dlbench.workloads.chestxray.mxnet import training_loader
-from dlbench.workloads.chestxray_loader.task import ChestXrayLoader
+from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class MXNetChestXrayLoader(ChestXrayLoader):
