@@ -6,7 +6,7 @@ min_version("9.0")
 
 # The workflow's own package (src/dlbench), so that every copy of the workflow runs its own code.
 sys.path.insert(0, f"{workflow.basedir}/src")
-from dlbench.config import ConfigError, check_yaml
+from dlbench.config import ConfigError, check_renamed, check_yaml
 
 try:  # Snakemake's own message names neither the file nor the line
     check_yaml(f"{workflow.basedir}/config.yaml")
@@ -17,6 +17,10 @@ except ConfigError as err:
 configfile: "config.yaml"
 
 
+try:
+    check_renamed(config)
+except ConfigError as err:
+    raise WorkflowError(str(err))
 validate(config, "schemas/config.schema.yaml")
 
 

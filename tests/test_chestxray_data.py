@@ -383,7 +383,7 @@ def preprocessed(prepared, data_python):
     for backend, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
         for fmt in ("jpeg", "png"):
             base = prepared / f"{name}-{fmt}"
-            run(data_python, "preprocess.py", "prepare", "--manifest", prepared / "images.csv", "--backend",
+            run(data_python, "preprocess.py", "prepare", "--manifest", prepared / "images.csv", "--reader",
                 backend, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
                 f"{base}.csv")
             out[backend, fmt] = Path(f"{base}.csv")
@@ -441,14 +441,14 @@ def test_preprocess_benchmark_times_units_of_its_own_size_and_leaves_no_images(p
                                                                                 backend, fmt, threads):
     name = "pillow-simd" if backend == "pillow" else "opencv"
     source = first_rows(prepared / "images.csv", 6, tmp_path / "six.csv")
-    record_path = tmp_path / "runs" / f"backend~{name}_format~{fmt}_repeat~2.json"
-    run(data_python, "preprocess.py", "bench", "--manifest", source, "--backend", backend, "--format", fmt,
+    record_path = tmp_path / "runs" / f"library~{name}_format~{fmt}_repeat~2.json"
+    run(data_python, "preprocess.py", "bench", "--manifest", source, "--reader", backend, "--format", fmt,
         "--size", 264, "--threads", threads, "--images", 10, "--units", 3, "--seed", 1, "--repeat", 2, "--record",
-        record_path, "--backend-name", name)
+        record_path, "--library", name)
     record = json.loads(record_path.read_text())
     assert record["workload"] == "chestxray-preprocess" and record["framework"] == name
-    assert record["run_id"] == f"backend~{name}_format~{fmt}_repeat~2"
-    assert record["point"] == {"backend": name, "format": fmt, "repeat": 2}
+    assert record["run_id"] == f"library~{name}_format~{fmt}_repeat~2"
+    assert record["point"] == {"library": name, "format": fmt, "repeat": 2}
     check_units(record, units=3, images=10, steps=10)
     assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
     assert record["spec"]["threads"] == threads and record["spec"]["seed"] == 1
@@ -475,18 +475,18 @@ def test_decode_benchmark_times_units_of_its_own_size(preprocessed, data_python,
     name = "pillow-simd" if backend == "pillow" else "opencv"
     six = first_rows(preprocessed[backend, fmt], 6, tmp_path / "six.csv")
     record_path = tmp_path / "decode.json"
-    run(data_python, "decode.py", "--manifest", six, "--backend", backend, "--format", fmt, "--workers",
+    run(data_python, "decode.py", "--manifest", six, "--reader", backend, "--format", fmt, "--workers",
         workers, "--images", 10, "--units", 3, "--batch-size", 4, "--seed", 1, "--repeat", 3, "--record", record_path,
-        "--backend-name", name)
+        "--library", name)
     record = json.loads(record_path.read_text())
     assert record["workload"] == "chestxray-decode"
-    assert record["run_id"] == f"backend~{name}_format~{fmt}_workers~{workers}_repeat~3"
-    assert record["point"] == {"backend": name, "format": fmt, "workers": workers, "repeat": 3}
+    assert record["run_id"] == f"library~{name}_format~{fmt}_workers~{workers}_repeat~3"
+    assert record["point"] == {"library": name, "format": fmt, "workers": workers, "repeat": 3}
     check_units(record, units=3, images=10, steps=3)  # batches of 4, 4, 2
     assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
     assert record["spec"]["workers"] == workers and record["spec"]["batch_size"] == 4
-    wrong = run(data_python, "decode.py", "--manifest", six, "--backend", backend, "--format",
-                "png" if fmt == "jpeg" else "jpeg", "--images", 4, "--record", tmp_path / "x.json", "--backend-name",
+    wrong = run(data_python, "decode.py", "--manifest", six, "--reader", backend, "--format",
+                "png" if fmt == "jpeg" else "jpeg", "--images", 4, "--record", tmp_path / "x.json", "--library",
                 name, check=False)
     assert wrong.returncode != 0 and "are not" in wrong.stderr
 

@@ -27,6 +27,9 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"chestxray": {"weights": {"chainer": "w.npz"}}}, "config chestxray.weights: unknown framework 'chainer'"),
         ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
         ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
+        # one word per meaning: an old key name stops, naming the new one
+        ({"chestxray": {"preprocess": {"backends": ["pillow"]}}},
+         "config chestxray.preprocess.backends: renamed to chestxray.preprocess.libraries"),
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):

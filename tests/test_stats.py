@@ -200,12 +200,12 @@ def test_describe_reads_as_one_line():
 
 
 def test_image_libraries_are_compared_although_the_point_names_the_library():
-    decode = {"backend": "opencv", "format": "png", "workers": 0}
+    decode = {"library": "opencv", "format": "png", "workers": 0}
     units = table(*(point_rows(library, noisy(base, seed=base), workload="chestxray-decode", point=decode,
-                               backend=library) for library, base in (("opencv", 100), ("pillow", 50))))
+                               library=library) for library, base in (("opencv", 100), ("pillow", 50))))
     (row,) = ratios(units, resamples=RESAMPLES).itertuples()
     assert row.comparison == "pillow / opencv" and row.verdict == "slower"
-    assert pd.isna(row.backend) and (row.format, row.workers) == ("png", 0)
+    assert pd.isna(row.library) and (row.format, row.workers) == ("png", 0)
 
 
 def test_tables_without_steady_units_give_empty_frames():

@@ -11,6 +11,21 @@ class ConfigError(ValueError):
     """A config value the workflow cannot run; the message names the key."""
 
 
+# Keys renamed so that one word has one meaning (old: new); a config that still uses an old one
+# stops, naming both, before the schema would call it merely unknown.
+RENAMED = {"chestxray.preprocess.backends": "chestxray.preprocess.libraries"}
+
+
+def check_renamed(config):
+    for old, new in RENAMED.items():
+        *parents, key = old.split(".")
+        section = config
+        for parent in parents:
+            section = section.get(parent) if isinstance(section, dict) else None
+        if isinstance(section, dict) and key in section:
+            raise ConfigError(f"config {old}: renamed to {new} (an image library is not a backend)")
+
+
 def check_config(config):
     """Check the frameworks and workloads against their lists (dlbench.frameworks,
     dlbench.workloads), the measurement, and each workload's section (its definition's check,
@@ -71,6 +86,7 @@ def load_config(*paths):
     config = {}
     for path in paths:
         merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    check_renamed(config)
     validate(config, str(Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"))
     return check_config(config)
 

@@ -52,7 +52,7 @@ PNG_COMPRESSION = 6        # zlib level of resized PNGs, the same for Pillow and
 SYNTHETIC_PNG_COMPRESSION = 1  # the synthetic 1024x1024 PNGs: 3x faster to write than 6, 15% larger
 IMAGENET_MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 IMAGENET_STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
-BACKENDS = ("pillow", "opencv")
+READERS = ("pillow", "opencv")  # the Python module that reads and writes the images
 FORMATS = {"jpeg": ".jpg", "png": ".png"}  # format -> the suffix preprocessing writes
 FORMAT_SUFFIXES = {"jpeg": (".jpg", ".jpeg"), "png": (".png",)}
 
@@ -334,13 +334,13 @@ def save_png(image, path, compress_level=SYNTHETIC_PNG_COMPRESSION):
 
 # --- image I/O ---------------------------------------------------------------------------------
 
-def read_image(path, backend="pillow"):
+def read_image(path, reader="pillow"):
     """An image file as a 2-D grayscale uint8 array, decoded by Pillow (or pillow-simd, whichever
     the environment has) or OpenCV; a missing or undecodable file is a DataError that names it."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: missing")
-    if backend == "pillow":
+    if reader == "pillow":
         from PIL import Image
         try:
             with Image.open(path) as image:
@@ -350,13 +350,13 @@ def read_image(path, backend="pillow"):
                 return np.asarray(image)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
             raise DataError(f"{path}: unreadable image ({err})") from err
-    if backend == "opencv":
+    if reader == "opencv":
         import cv2
         image = cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
         if image is None:
             raise DataError(f"{path}: unreadable image (OpenCV could not decode it)")
         return image
-    raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
+    raise ValueError(f"unknown image reader {reader!r}, expected one of {READERS}")
 
 
 def check_image(path):
@@ -368,17 +368,17 @@ def check_image(path):
     return None
 
 
-def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", backend="pillow"):
+def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", reader="pillow"):
     """Read src, resize it to size x size with area averaging, save it as JPEG (quality 90) or PNG.
 
-    Area-style averaging on both backends. OpenCV: INTER_AREA, the exact area average (a pixel
+    Area-style averaging with both readers. OpenCV: INTER_AREA, the exact area average (a pixel
     the output pixel half covers gets half the weight). Pillow (and pillow-simd, which gives the
     same pixels): the BOX filter, the plain mean of the input pixels whose centres the output
     pixel covers. At 1024 -> 264 the two differ by at most a few grey levels (mean about 0.4).
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}, expected one of {tuple(FORMATS)}")
-    if backend == "pillow":
+    if reader == "pillow":
         from PIL import Image
         path = Path(src)
         if not path.is_file():
@@ -394,7 +394,7 @@ def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", backend="pillow"):
         else:
             small.save(dst, format="PNG", compress_level=PNG_COMPRESSION)
         return
-    if backend == "opencv":
+    if reader == "opencv":
         import cv2
         small = cv2.resize(read_image(src, "opencv"), (size, size), interpolation=cv2.INTER_AREA)
         params = ([cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY] if fmt == "jpeg"
@@ -402,21 +402,21 @@ def resize_file(src, dst, size=RESIZED_SIZE, fmt="jpeg", backend="pillow"):
         if not cv2.imwrite(str(dst), small, params):
             raise DataError(f"{dst}: OpenCV could not write it")
         return
-    raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
+    raise ValueError(f"unknown image reader {reader!r}, expected one of {READERS}")
 
 
-def prepare_backend(backend):
-    """Import the backend's library and its decoders now (not inside the first timed image), and
+def prepare_reader(reader):
+    """Import the reader's library and its decoders now (not inside the first timed image), and
     make OpenCV single-threaded: the processes are the parallelism (OpenCV would start threads
     of its own; Pillow decodes and resizes in the calling thread)."""
-    if backend == "pillow":
+    if reader == "pillow":
         from PIL import Image
         Image.init()
-    elif backend == "opencv":
+    elif reader == "opencv":
         import cv2
         cv2.setNumThreads(1)
     else:
-        raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
+        raise ValueError(f"unknown image reader {reader!r}, expected one of {READERS}")
 
 
 def summed_peak_rss(reports):
@@ -438,15 +438,15 @@ def benchmark_order(count, images, seed, unit):
     return np.concatenate([rng.permutation(count) for _ in range(-(-images // count))])[:images]
 
 
-def backend_version(backend):
-    """The version of the library behind a backend (pillow-simd reports e.g. '12.1.1.post0')."""
-    if backend == "pillow":
+def reader_version(reader):
+    """The version of the library behind a reader (pillow-simd reports e.g. '12.1.1.post0')."""
+    if reader == "pillow":
         import PIL
         return PIL.__version__
-    if backend == "opencv":
+    if reader == "opencv":
         import cv2
         return cv2.__version__
-    raise ValueError(f"unknown backend {backend!r}, expected one of {BACKENDS}")
+    raise ValueError(f"unknown image reader {reader!r}, expected one of {READERS}")
 
 
 # --- transforms --------------------------------------------------------------------------------

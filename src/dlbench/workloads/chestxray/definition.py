@@ -144,8 +144,8 @@ def preprocess_records(config):
     """The records of the image libraries' preprocessing benchmark (rules.smk runs it)."""
     pre = config["chestxray"]["preprocess"]
     return [
-        f"results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{fmt}_repeat~{repeat}.json"
-        for backend in pre["backends"]
+        f"results/runs/chestxray-preprocess/{library}/library~{library}_format~{fmt}_repeat~{repeat}.json"
+        for library in pre["libraries"]
         for fmt in pre["formats"]
         for repeat in range(1, config["measurement"]["repeats"] + 1)
     ]
@@ -155,8 +155,8 @@ def decode_records(config):
     """The records of the image libraries' decoding benchmark (rules.smk runs it)."""
     pre = config["chestxray"]["preprocess"]
     return [
-        f"results/runs/chestxray-decode/{backend}/backend~{backend}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
-        for backend in pre["backends"]
+        f"results/runs/chestxray-decode/{library}/library~{library}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
+        for library in pre["libraries"]
         for fmt in pre["formats"]
         for workers in config["chestxray"]["decode_workers"]
         for repeat in range(1, config["measurement"]["repeats"] + 1)

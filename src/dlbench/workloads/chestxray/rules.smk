@@ -11,8 +11,8 @@ if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
     add_wheel(CHESTXRAY["labels"])
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
 IMAGE_SOURCE = chestxray_data(config).image_source
-# image library -> (the env it runs in, the reader it uses there)
-IMAGE_BACKENDS = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
+# image library -> (the env it runs in, the reader it uses there: dlbench.workloads.chestxray.data.READERS)
+IMAGE_LIBRARIES = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
 
 
 # The image libraries' benchmarks: record sets of their own (tables like the run sets').
@@ -70,41 +70,41 @@ rule chestxray_images:
 
 rule preprocess_chestxray:
     output:
-        manifest=update(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv"),
-        images=update(directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}")),
+        manifest=update(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{library}}-{{format}}.csv"),
+        images=update(directory(f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{library}}-{{format}}")),
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
         **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
-        python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
+        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
     params:
         python=run_python,
-        reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
+        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
         size=CHESTXRAY["preprocess"]["size"],
     threads: workflow.cores
     log:
-        "results/logs/chestxray/preprocess-{backend}-{format}.log",
+        "results/logs/chestxray/preprocess-{library}-{format}.log",
     wildcard_constraints:
-        backend="pillow-simd|pillow|opencv",
+        library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",
     conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
+        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
     shell:
         "{params.python:q} {input.script:q} prepare --manifest {input.manifest:q}"
-        " --backend {params.reader} --format {wildcards.format} --size {params.size}"
+        " --reader {params.reader} --format {wildcards.format} --size {params.size}"
         " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q} > {log:q} 2>&1"
 
 
 # The timed benchmarks: separate processes per repeat, every repeat 1 before any repeat 2.
 rule benchmark_preprocess:
     output:
-        "results/runs/chestxray-preprocess/{backend}/backend~{backend}_format~{format}_repeat~{repeat}.json",
+        "results/runs/chestxray-preprocess/{library}/library~{library}_format~{format}_repeat~{repeat}.json",
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
         **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
-        python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
+        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
     params:
         python=run_python,
-        reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
+        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
         size=CHESTXRAY["preprocess"]["size"],
         images=CHESTXRAY["benchmark_images"]["preprocess"],
         units=MEASUREMENT["steady_units"],
@@ -112,51 +112,51 @@ rule benchmark_preprocess:
     threads: workflow.cores
     resources:
         training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend, list(IMAGE_BACKENDS))
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.library, list(IMAGE_LIBRARIES))
     log:
-        "results/logs/chestxray/benchmark-preprocess-{backend}-{format}-repeat~{repeat}.log",
+        "results/logs/chestxray/benchmark-preprocess-{library}-{format}-repeat~{repeat}.log",
     wildcard_constraints:
-        backend="pillow-simd|pillow|opencv",
+        library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",
         repeat=r"\d+",
     conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
+        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
     shell:
         "{params.python:q} {input.script:q} bench --manifest {input.manifest:q}"
-        " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format} --size {params.size}"
+        " --reader {params.reader} --library {wildcards.library} --format {wildcards.format} --size {params.size}"
         " --threads {threads} --images {params.images} --units {params.units} --seed {params.seed}"
         " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
 
 
 rule decode_chestxray:
     output:
-        "results/runs/chestxray-decode/{backend}/backend~{backend}_format~{format}_workers~{workers}_repeat~{repeat}.json",
+        "results/runs/chestxray-decode/{library}/library~{library}_format~{format}_workers~{workers}_repeat~{repeat}.json",
     input:
-        manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{backend}}-{{format}}.csv",
+        manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{library}}-{{format}}.csv",
         **script_inputs(CHESTXRAY_SCRIPTS / "decode.py"),
-        python=lambda wildcards: env_input(IMAGE_BACKENDS[wildcards.backend][0]),
+        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
     params:
         python=run_python,
-        reader=lambda wildcards: IMAGE_BACKENDS[wildcards.backend][1],
+        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
         images=CHESTXRAY["benchmark_images"]["decode"],
         units=MEASUREMENT["steady_units"],
         seed=config["seed"],
     threads: workflow.cores
     resources:
         training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.backend, list(IMAGE_BACKENDS))
+    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.library, list(IMAGE_LIBRARIES))
     log:
-        "results/logs/chestxray/decode-{backend}-{format}-{workers}-repeat~{repeat}.log",
+        "results/logs/chestxray/decode-{library}-{format}-{workers}-repeat~{repeat}.log",
     wildcard_constraints:
-        backend="pillow-simd|pillow|opencv",
+        library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",
         workers=r"\d+",
         repeat=r"\d+",
     conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_BACKENDS[wildcards.backend][0]}.yaml")
+        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
     shell:
         "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
-        " --backend {params.reader} --backend-name {wildcards.backend} --format {wildcards.format}"
+        " --reader {params.reader} --library {wildcards.library} --format {wildcards.format}"
         " --workers {wildcards.workers} --images {params.images} --units {params.units} --seed {params.seed}"
         " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
 

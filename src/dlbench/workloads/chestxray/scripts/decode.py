@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.cli import positive_int
-from dlbench.workloads.chestxray.data import (BACKENDS, CROP_SIZE, FORMAT_SUFFIXES, DataError, backend_version,
-                                benchmark_order, prepare_backend, read_image, read_manifest, sample_rng,
+from dlbench.workloads.chestxray.data import (READERS, CROP_SIZE, FORMAT_SUFFIXES, DataError, reader_version,
+                                benchmark_order, prepare_reader, read_image, read_manifest, sample_rng,
                                 summed_peak_rss, train_transform)
 from dlbench.machine import CpuMeter
 from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
@@ -43,18 +43,18 @@ def batch_slots(slots, batch_size):
 
 def load_batch(item):
     """Decode and transform one batch into its slot: (pid, peak RSS, slot, images)."""
-    slot, paths, indices, seed, epoch, backend = item
+    slot, paths, indices, seed, epoch, reader = item
     for row, (path, index) in enumerate(zip(paths, indices)):
-        _SLOTS[slot, row] = train_transform(read_image(path, backend), sample_rng(seed, epoch, index))
+        _SLOTS[slot, row] = train_transform(read_image(path, reader), sample_rng(seed, epoch, index))
     return os.getpid(), peak_rss_bytes(), slot, len(paths)
 
 
-def unit_batches(paths, images, batch_size, seed, unit, backend):
+def unit_batches(paths, images, batch_size, seed, unit, reader):
     """The batches of one unit: `images` of the paths in an order from the seed and the unit
     (dlbench.workloads.chestxray.data.benchmark_order); a sample's index is its position in the unit, so an
     image drawn twice is cropped differently."""
     order = benchmark_order(len(paths), images, seed, unit)
-    return [([paths[i] for i in order[chunk]], chunk.tolist(), seed, unit, backend)
+    return [([paths[i] for i in order[chunk]], chunk.tolist(), seed, unit, reader)
             for chunk in np.array_split(np.arange(images), range(batch_size, images, batch_size))]
 
 
@@ -86,7 +86,7 @@ def main():
     global _SLOTS
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--manifest", type=Path, required=True, help="the preprocessed images' manifest (image, path)")
-    parser.add_argument("--backend", choices=BACKENDS, required=True)
+    parser.add_argument("--reader", choices=READERS, required=True)
     parser.add_argument("--format", choices=tuple(FORMAT_SUFFIXES), required=True,
                         help="the format the manifest's images are in")
     parser.add_argument("--workers", type=int, default=0, help="0: decode in this process; W: W worker processes")
@@ -96,8 +96,8 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=positive_int, default=1, help="which repeat of the point this run is")
     parser.add_argument("--record", type=Path, required=True, help="run record (JSON) to write")
-    parser.add_argument("--backend-name", required=True,
-                        help="the record's framework: pillow-simd, pillow or opencv (the library behind the backend)")
+    parser.add_argument("--library", required=True,
+                        help="the record's framework: pillow-simd, pillow or opencv (the library behind the reader)")
     args = parser.parse_args()
     if args.workers < 0:
         parser.error(f"--workers must be >= 0, got {args.workers}")
@@ -114,7 +114,7 @@ def main():
     # The library is imported and the workers started before the clock; the workers live
     # through every unit (persistent workers): a unit times decoding, transforming and
     # handing the batches over, not the start of processes.
-    prepare_backend(args.backend)
+    prepare_reader(args.reader)
     slots = PREFETCH * args.workers if args.workers else 1
     _SLOTS = batch_slots(slots, args.batch_size)
     meter = CpuMeter()  # created first: the workers are its descendants
@@ -125,7 +125,7 @@ def main():
     units, reports = [], []
     try:
         for unit in range(1, args.units + 2):  # unit 1 is the warm-up
-            batches = unit_batches(paths, args.images, args.batch_size, args.seed, unit, args.backend)
+            batches = unit_batches(paths, args.images, args.batch_size, args.seed, unit, args.reader)
             before = meter.read()
             t0 = time.perf_counter()
             samples = 0
@@ -142,15 +142,15 @@ def main():
     finally:
         if pool:
             pool.terminate()
-    spec = {"workload": "chestxray-decode", "framework": args.backend_name,
-            "run_id": f"backend~{args.backend_name}_format~{args.format}_workers~{args.workers}_repeat~{args.repeat}",
-            "backend": args.backend, "format": args.format, "workers": args.workers, "batch_size": args.batch_size,
+    spec = {"workload": "chestxray-decode", "framework": args.library,
+            "run_id": f"library~{args.library}_format~{args.format}_workers~{args.workers}_repeat~{args.repeat}",
+            "reader": args.reader, "format": args.format, "workers": args.workers, "batch_size": args.batch_size,
             "prefetch": PREFETCH, "images": args.images, "source_images": len(paths), "units": args.units,
             "seed": args.seed, "repeat": args.repeat, "device": "cpu",
             "threads": max(1, args.workers), "timeout_s": 0}
     result = {
         "status": "ok",
-        "framework_version": backend_version(args.backend),
+        "framework_version": reader_version(args.reader),
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": max(1, args.workers), "workers": args.workers},
         "units": units,
@@ -158,7 +158,7 @@ def main():
         "peak_rss_bytes": summed_peak_rss(reports),
     }
     args.record.parent.mkdir(parents=True, exist_ok=True)
-    point = {"backend": args.backend_name, "format": args.format, "workers": args.workers, "repeat": args.repeat}
+    point = {"library": args.library, "format": args.format, "workers": args.workers, "repeat": args.repeat}
     write_json(args.record, make_record(spec, point, result, 0, [], started, time.perf_counter() - t_run))
 
 

@@ -9,7 +9,7 @@ or PNG, with Pillow (or pillow-simd, whichever the environment has) or OpenCV, i
            needed) into a scratch folder that is deleted after the unit; the processes start
            before the clock and serve every unit; a run record with images/s per unit
 
-Both backends shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
+Both readers shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
 (dlbench.workloads.chestxray.data.resize_file).
 """
 import argparse
@@ -21,22 +21,22 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from dlbench.cli import positive_int
-from dlbench.workloads.chestxray.data import (BACKENDS, FORMATS, RESIZED_SIZE, DataError, backend_version, benchmark_order,
-                                prepare_backend, read_manifest, resize_file, summed_peak_rss, write_manifest)
+from dlbench.workloads.chestxray.data import (READERS, FORMATS, RESIZED_SIZE, DataError, reader_version, benchmark_order,
+                                prepare_reader, read_manifest, resize_file, summed_peak_rss, write_manifest)
 from dlbench.files import staged
 from dlbench.machine import CpuMeter
 from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
 
 
 def _resize(item):
-    src, dst, size, fmt, backend = item
-    resize_file(src, dst, size, fmt, backend)
+    src, dst, size, fmt, reader = item
+    resize_file(src, dst, size, fmt, reader)
     return os.getpid(), peak_rss_bytes()
 
 
-def start_pool(processes, backend):
-    """processes > 1: a Pool whose workers have the backend imported; 1: None (this process)."""
-    return Pool(processes, initializer=prepare_backend, initargs=(backend,)) if processes > 1 else None
+def start_pool(processes, reader):
+    """processes > 1: a Pool whose workers have the reader imported; 1: None (this process)."""
+    return Pool(processes, initializer=prepare_reader, initargs=(reader,)) if processes > 1 else None
 
 
 def run_items(function, items, pool, processes):
@@ -51,12 +51,12 @@ def prepare(args):
     out_dir = args.out_dir.resolve()
     names = [Path(row["image"]).stem + FORMATS[args.format] for row in rows]
     outputs = [out_dir / name for name in names]
-    prepare_backend(args.backend)
+    prepare_reader(args.reader)
     # Written beside, and swapped in whole when every image is done: a bad image keeps the old folder.
     with staged(out_dir, whole_folder=True) as staging:
-        items = [(row["path"], staging / name, args.size, args.format, args.backend) for row, name in zip(rows, names)]
+        items = [(row["path"], staging / name, args.size, args.format, args.reader) for row, name in zip(rows, names)]
         t0 = time.perf_counter()
-        pool = start_pool(args.threads, args.backend)
+        pool = start_pool(args.threads, args.reader)
         try:
             run_items(_resize, items, pool, args.threads)
         finally:
@@ -65,7 +65,7 @@ def prepare(args):
         wall_s = time.perf_counter() - t0
     write_manifest(args.out_manifest, [{"image": row["image"], "path": str(dst)} for row, dst in zip(rows, outputs)],
                    ("image", "path"))
-    print(f"{args.format}, {args.backend}: {len(rows)} images resized in {wall_s:.2f} s with {args.threads} "
+    print(f"{args.format}, {args.reader}: {len(rows)} images resized in {wall_s:.2f} s with {args.threads} "
           f"processes (not a measurement: the bench command is)")
 
 
@@ -73,9 +73,9 @@ def bench(args):
     sources = [row["path"] for row in read_manifest(args.manifest)]
     suffix = FORMATS[args.format]
     # The library imported and the processes started before the clock; they serve every unit.
-    prepare_backend(args.backend)
+    prepare_reader(args.reader)
     meter = CpuMeter()  # created first: the pool's workers are its descendants
-    pool = start_pool(args.threads, args.backend)
+    pool = start_pool(args.threads, args.reader)
     # Scratch beside the record, on the results disk where preprocessing writes (/tmp may be RAM).
     args.record.parent.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -86,7 +86,7 @@ def bench(args):
             order = benchmark_order(len(sources), args.images, args.seed, unit)
             with tempfile.TemporaryDirectory(dir=args.record.parent, prefix=".preprocess-") as scratch:
                 # Named by position: a source drawn twice in a unit is written twice.
-                items = [(sources[i], Path(scratch) / f"{n:06d}{suffix}", args.size, args.format, args.backend)
+                items = [(sources[i], Path(scratch) / f"{n:06d}{suffix}", args.size, args.format, args.reader)
                          for n, i in enumerate(order)]
                 before = meter.read()
                 t0 = time.perf_counter()
@@ -100,23 +100,23 @@ def bench(args):
     finally:
         if pool:
             pool.terminate()
-    spec = {"workload": "chestxray-preprocess", "framework": args.backend_name,
-            "run_id": f"backend~{args.backend_name}_format~{args.format}_repeat~{args.repeat}",
-            "backend": args.backend, "format": args.format, "size": args.size, "threads": args.threads,
+    spec = {"workload": "chestxray-preprocess", "framework": args.library,
+            "run_id": f"library~{args.library}_format~{args.format}_repeat~{args.repeat}",
+            "reader": args.reader, "format": args.format, "size": args.size, "threads": args.threads,
             "images": args.images, "source_images": len(sources), "units": args.units,
             "seed": args.seed, "repeat": args.repeat, "device": "cpu", "timeout_s": 0}
     result = {
         "status": "ok",
-        "framework_version": backend_version(args.backend),
+        "framework_version": reader_version(args.reader),
         "device": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"processes": args.threads},
         "units": units,
         "plan": {"unit_steps": args.images, "warmup_units": 1, "warmup_end": "cap"},
         "peak_rss_bytes": summed_peak_rss(reports),
-        "resample": "BOX" if args.backend == "pillow" else "INTER_AREA",
+        "resample": "BOX" if args.reader == "pillow" else "INTER_AREA",
         "output_bytes_per_image": written / (args.images * len(units)),
     }
-    point = {"backend": args.backend_name, "format": args.format, "repeat": args.repeat}
+    point = {"library": args.library, "format": args.format, "repeat": args.repeat}
     write_json(args.record, make_record(spec, point, result, 0, [], started, time.perf_counter() - t_run))
 
 
@@ -125,7 +125,7 @@ def main():
     commands = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--manifest", type=Path, required=True, help="images.csv from prepare_chestxray.py images")
-    common.add_argument("--backend", choices=BACKENDS, required=True)
+    common.add_argument("--reader", choices=READERS, required=True)
     common.add_argument("--format", choices=tuple(FORMATS), required=True)
     common.add_argument("--size", type=positive_int, default=RESIZED_SIZE)
     common.add_argument("--threads", type=positive_int, default=1, help="processes")
@@ -140,8 +140,8 @@ def main():
     b.add_argument("--seed", type=int, default=0, help="the order the images are drawn in")
     b.add_argument("--repeat", type=positive_int, default=1, help="which repeat of the point this run is")
     b.add_argument("--record", type=Path, required=True, help="run record (JSON) to write")
-    b.add_argument("--backend-name", required=True,
-                   help="the record's framework: pillow-simd, pillow or opencv (the library behind the backend)")
+    b.add_argument("--library", required=True,
+                   help="the record's framework: pillow-simd, pillow or opencv (the library behind the reader)")
     args = parser.parse_args()
     try:
         (prepare if args.command == "prepare" else bench)(args)
