@@ -229,9 +229,10 @@ def test_describe_reads_rows_of_a_ratios_csv(tmp_path):
 
 # The machine's size of noise, as lognormal sigmas: SIGMA_BETWEEN, the drift of a process's
 # level from process to process; SIGMA_WITHIN, the scatter of its units around that level.
-# Measured here: the medians over the 34 points of a default run (8e15878, AMD EPYC family 26
-# model 2, 3 repeats of 3 steady units) of results/tables/*-points.csv's cv_between (0.074;
-# quartiles 0.043-0.108) and cv_within (0.055; 0.048-0.064).
+# Measured: the medians over the 34 points of a default run (8e15878, on an Intel Xeon family 6
+# model 207 stepping 2, as its records say; 3 repeats of 3 steady units) of the
+# results/tables/*-points.csv cv_between (0.074; quartiles 0.043-0.108) and cv_within (0.055;
+# 0.048-0.064).
 SIGMA_BETWEEN = 0.074
 SIGMA_WITHIN = 0.055
 # At that noise 3 repeats find a 25% change in about 40% of points (printed below); these find
