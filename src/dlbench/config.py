@@ -11,19 +11,19 @@ class ConfigError(ValueError):
     """A config value the workflow cannot run; the message names the key."""
 
 
-# Keys renamed so that one word has one meaning (old: new); a config that still uses an old one
-# stops, naming both, before the schema would call it merely unknown.
-RENAMED = {"chestxray.preprocess.backends": "chestxray.preprocess.libraries"}
-
-
 def check_renamed(config):
-    for old, new in RENAMED.items():
-        *parents, key = old.split(".")
-        section = config
-        for parent in parents:
-            section = section.get(parent) if isinstance(section, dict) else None
-        if isinstance(section, dict) and key in section:
-            raise ConfigError(f"config {old}: renamed to {new} (an image library is not a backend)")
+    """Stop on a key that was renamed so that one word has one meaning (a workload definition's
+    RENAMED: {old key in its section: new key}), naming both, before the schema would call the
+    old one merely unknown."""
+    from dlbench.workloads import WORKLOADS, definition
+
+    for workload in WORKLOADS:
+        for old, new in getattr(definition(workload), "RENAMED", {}).items():
+            section = config.get(workload)
+            for parent in old.split(".")[:-1]:
+                section = section.get(parent) if isinstance(section, dict) else None
+            if isinstance(section, dict) and old.split(".")[-1] in section:
+                raise ConfigError(f"config {workload}.{old}: renamed to {workload}.{new}")
 
 
 def check_config(config):

@@ -11,6 +11,7 @@ captions; nothing outside it names the workload):
                 results/tables/<workload>-<name>.csv
     TARGET      (metric, the key of its target in the config section), or None
     check(config)   what the schema cannot check of its section (raise dlbench.config.ConfigError)
+    RENAMED     (optional) {old key in its section: new key}: an old key stops, naming the new
 - rules.smk: preparing its data from the raw files, its figures (and any benchmark of its own
   besides the training runs, whose record sets it adds to RECORD_SETS); included by the
   Snakefile for every workload listed here;
