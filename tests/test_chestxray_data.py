@@ -9,10 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.workloads.chestxray.data import (CROP_SIZE, FINDINGS, IMAGENET_MEAN, IMAGENET_STD, SPLITS, WHEEL_MEMBER, DataError,
-                                LabelRow, benchmark_order, choose_subset, eval_transform, patient_split,
-                                read_label_file, read_labels_csv, read_nih_labels, read_wheel_labels, sample_rng,
-                                synthetic_image, to_normalised, train_transform, write_labels_csv)
+from dlbench.errors import DataError
+from dlbench.workloads.chestxray.images import (CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD, benchmark_order,
+                                                eval_transform, sample_rng, to_normalised, train_transform)
+from dlbench.workloads.chestxray.labels import (FINDINGS, SPLITS, WHEEL_MEMBER, LabelRow, choose_subset,
+                                                patient_split, read_label_file, read_labels_csv, read_nih_labels,
+                                                read_wheel_labels, write_labels_csv)
+from dlbench.workloads.chestxray.synthetic import synthetic_image
 from dlbench.workloads.chestxray.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
 
@@ -343,7 +346,8 @@ def test_synthetic_images_are_1024_grayscale_pngs_for_the_chosen_rows(prepared, 
     assert set(map(tuple, ([f, m, tuple(s)] for f, m, s in info.values()))) == {("PNG", "L", (1024, 1024))}
     same = in_env(data_python, f"""
 import json, numpy as np
-from dlbench.workloads.chestxray.data import read_image, synthetic_image
+from dlbench.workloads.chestxray.images import read_image
+from dlbench.workloads.chestxray.synthetic import synthetic_image
 print(json.dumps(bool(np.array_equal(read_image({manifest[0]['path']!r}, 'opencv'),
                                       synthetic_image({manifest[0]['image']!r}, 3)))))""")
     assert same
@@ -461,7 +465,7 @@ def test_pillow_box_and_opencv_area_resize_nearly_agree(preprocessed, data_pytho
     pillow, opencv = read_csv(preprocessed["pillow", "png"]), read_csv(preprocessed["opencv", "png"])
     diff = in_env(data_python, f"""
 import json, numpy as np
-from dlbench.workloads.chestxray.data import read_image
+from dlbench.workloads.chestxray.images import read_image
 d = np.stack([np.abs(read_image(a, 'pillow').astype(int) - read_image(b, 'opencv'))
               for a, b in zip({[r['path'] for r in pillow]!r}, {[r['path'] for r in opencv]!r})])
 print(json.dumps([int(d.max()), float(d.mean())]))""")

@@ -59,7 +59,7 @@ def test_hostile_paths_run_nothing_and_paths_with_spaces_work(tmp_path):
     (nih / "Data_Entry_2017.csv").write_text(synthetic_label_text(40))
     images = hostile(places, "images")
     labels = [line.split(",")[0] for line in synthetic_label_text(40).splitlines()[1:]]
-    subprocess.run([venv_python("data"), "-c", "import sys\nfrom dlbench.workloads.chestxray.data import save_png, synthetic_image\n"
+    subprocess.run([venv_python("data"), "-c", "import sys\nfrom dlbench.workloads.chestxray.synthetic import save_png, synthetic_image\n"
                     "for name in sys.argv[2:]: save_png(synthetic_image(name, 0), f'{sys.argv[1]}/{name}')",
                     str(images), *labels], check=True)
     config = tmp_path / "hostile.yaml"

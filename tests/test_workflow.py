@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.workloads.chestxray.data import FINDINGS
+from dlbench.workloads.chestxray.labels import FINDINGS
 from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.specs import spec_from_dict
 from dlbench.tables import load_records

@@ -16,7 +16,8 @@ import time
 import torch
 from torch import nn
 
-from dlbench.workloads.chestxray.data import FINDINGS, SYNTHETIC_POOL, read_labels_csv
+from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
+from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.chestxray.pytorch import build_model
 

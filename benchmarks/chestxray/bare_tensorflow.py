@@ -15,7 +15,8 @@ import json
 import sys
 import time
 
-from dlbench.workloads.chestxray.data import FINDINGS, SYNTHETIC_POOL, read_labels_csv
+from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
+from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
 from dlbench.specs import spec_from_dict
 
 

@@ -18,7 +18,8 @@ captions; nothing outside it names the workload):
 - task.py: the task's part every framework shares (a dlbench.contract.Workload: data,
   metrics), and one module per framework, <module>.py, ending with WORKLOAD = TheClass;
   a run set other than the workload's own (chestxray-loader) is a subpackage (chestxray/loader/);
-- data.py (what its scripts/ and task read: raw formats, preparation), scripts/ (its jobs'
+- data.py, or modules by concept (ChestX-ray: labels.py, images.py, synthetic.py): what its
+  scripts/ and task read (raw formats, preparation); scripts/ (its jobs'
   entry points: prepare.py, plot.py), report/ (its figures' captions);
 - its section in config.yaml and in schemas/config.schema.yaml.
 """

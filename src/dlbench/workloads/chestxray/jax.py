@@ -22,7 +22,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.workloads.chestxray.data import eval_transform, read_image, sample_rng, train_transform
+from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
 from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
 from dlbench.frameworks.jax.torch_weights import torch_to_flax

@@ -7,7 +7,7 @@ logits, binary cross-entropy on the logits, Adam at the base learning rate times
 count; model.fit runs the protocol's blocks (dlbench.frameworks.keras). Input "real": a
 keras.utils.PyDataset whose item i decodes the files of the run's step offset + i with PIL (the environment's
 pillow-simd, as keras.utils.load_img does) and applies the shared crop, flip and normalisation
-(dlbench.workloads.chestxray.data.train_transform, drawn from the seed, the epoch and the index), channels last;
+(dlbench.workloads.chestxray.images.train_transform, drawn from the seed, the epoch and the index), channels last;
 `workers` Keras worker processes (none: in the training process). Input "synthetic": the task's
 random tensors in memory (NHWC), each batch gathered by index % pool in the training process,
 nothing decoded, no workers (as in every framework).
@@ -19,7 +19,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from dlbench.workloads.chestxray.data import eval_transform, read_image, sample_rng, train_transform
+from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import FitMethods
 from dlbench.frameworks.keras.loaders import run_batches

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.workloads.chestxray.data import IMAGENET_MEAN, IMAGENET_STD, sample_rng
+from dlbench.workloads.chestxray.images import IMAGENET_MEAN, IMAGENET_STD, sample_rng
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
@@ -79,7 +79,7 @@ def to_input(patch):
 def training_images(paths, labels, seed, crop):
     """A Gluon Dataset of (float32 3 x crop x crop image, float32 [14] labels), keyed by
     (epoch, index): a random crop (top, then left) and a horizontal flip with p=0.5, drawn
-    from dlbench.workloads.chestxray.data.sample_rng(seed, epoch, index) as in every framework."""
+    from dlbench.workloads.chestxray.images.sample_rng(seed, epoch, index) as in every framework."""
     import mxnet as mx
     from mxnet import gluon, nd
 

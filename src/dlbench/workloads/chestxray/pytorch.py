@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from dlbench.workloads.chestxray.data import eval_transform, read_image, sample_rng, train_transform
+from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import pytorch as backend
 from dlbench.workloads.chestxray.task import ChestXray
 

@@ -11,7 +11,7 @@ if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
     add_wheel(CHESTXRAY["labels"])
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
 IMAGE_SOURCE = chestxray_data(config).image_source
-# image library -> (the env it runs in, the reader it uses there: dlbench.workloads.chestxray.data.READERS)
+# image library -> (the env it runs in, the reader it uses there: dlbench.workloads.chestxray.images.READERS)
 IMAGE_LIBRARIES = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
 
 

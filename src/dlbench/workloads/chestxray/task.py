@@ -16,7 +16,9 @@ evaluation time compares; the framework decodes them (`eval_inputs`) and predict
 """
 import numpy as np
 
-from dlbench.workloads.chestxray.data import FINDINGS, SYNTHETIC_POOL, augmentation, split_files
+from dlbench.workloads.chestxray.images import augmentation
+from dlbench.workloads.chestxray.labels import FINDINGS, split_files
+from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
 from dlbench.workloads.chestxray.metrics import auc_per_finding, macro_auc
 from dlbench.contract import Workload
 

@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.workloads.chestxray.data import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
+from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options

@@ -6,7 +6,8 @@ module reuses its ChestX-ray training loader; train_step only takes the batch.
 """
 import numpy as np
 
-from dlbench.workloads.chestxray.data import augmentation, split_files
+from dlbench.workloads.chestxray.images import augmentation
+from dlbench.workloads.chestxray.labels import split_files
 from dlbench.contract import Workload
 
 

@@ -4,7 +4,7 @@ A warm-up unit, then --units steady units, each of --images preprocessed images 
 from the manifest in an order from the seed and the unit (cycling through it as often as
 needed, so the count does not depend on the training subset). Each image is decoded
 (Pillow/pillow-simd or OpenCV), randomly cropped to 224, flipped with p=0.5 and normalised into
-float32 3 x 224 x 224 (dlbench.workloads.chestxray.data.train_transform; each sample's random state comes from
+float32 3 x 224 x 224 (dlbench.workloads.chestxray.images.train_transform; each sample's random state comes from
 the seed, the unit and its position in the unit), batch by batch, in this process (--workers 0)
 or in W worker processes, as a framework's data loader does: the workers write their batches
 into shared memory (as PyTorch's DataLoader puts its tensors in shared memory), at most 2
@@ -23,9 +23,11 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.cli import positive_int
-from dlbench.workloads.chestxray.data import (READERS, CROP_SIZE, FORMAT_SUFFIXES, DataError, reader_version,
-                                benchmark_order, prepare_reader, read_image, read_manifest, sample_rng,
-                                summed_peak_rss, train_transform)
+from dlbench.errors import DataError
+from dlbench.workloads.chestxray.images import (READERS, CROP_SIZE, FORMAT_SUFFIXES, reader_version, benchmark_order,
+                                                prepare_reader, read_image, sample_rng, summed_peak_rss,
+                                                train_transform)
+from dlbench.workloads.chestxray.labels import read_manifest
 from dlbench.machine import CpuMeter
 from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
 
@@ -51,7 +53,7 @@ def load_batch(item):
 
 def unit_batches(paths, images, batch_size, seed, unit, reader):
     """The batches of one unit: `images` of the paths in an order from the seed and the unit
-    (dlbench.workloads.chestxray.data.benchmark_order); a sample's index is its position in the unit, so an
+    (dlbench.workloads.chestxray.images.benchmark_order); a sample's index is its position in the unit, so an
     image drawn twice is cropped differently."""
     order = benchmark_order(len(paths), images, seed, unit)
     return [([paths[i] for i in order[chunk]], chunk.tolist(), seed, unit, reader)

@@ -13,10 +13,12 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from dlbench.cli import positive_int
-from dlbench.workloads.chestxray.data import (DEFAULT_FRACTIONS, SPLITS, DataError, check_image,
-                                choose_subset, patient_split, read_labels_csv, read_nih_labels,
-                                read_wheel_labels, save_png, synthetic_image, write_labels_csv,
-                                write_manifest)
+from dlbench.errors import DataError
+from dlbench.workloads.chestxray.images import check_image
+from dlbench.workloads.chestxray.labels import (DEFAULT_FRACTIONS, SPLITS, choose_subset, patient_split,
+                                                read_labels_csv, read_nih_labels, read_wheel_labels, write_labels_csv,
+                                                write_manifest)
+from dlbench.workloads.chestxray.synthetic import save_png, synthetic_image
 
 MANIFEST_COLUMNS = ("image", "path", "source")
 

@@ -10,7 +10,7 @@ or PNG, with Pillow (or pillow-simd, whichever the environment has) or OpenCV, i
            before the clock and serve every unit; a run record with images/s per unit
 
 Both readers shrink by area averaging: Pillow's BOX filter and OpenCV's INTER_AREA
-(dlbench.workloads.chestxray.data.resize_file).
+(dlbench.workloads.chestxray.images.resize_file).
 """
 import argparse
 import os
@@ -21,8 +21,10 @@ from multiprocessing import Pool
 from pathlib import Path
 
 from dlbench.cli import positive_int
-from dlbench.workloads.chestxray.data import (READERS, FORMATS, RESIZED_SIZE, DataError, reader_version, benchmark_order,
-                                prepare_reader, read_manifest, resize_file, summed_peak_rss, write_manifest)
+from dlbench.errors import DataError
+from dlbench.workloads.chestxray.images import (READERS, FORMATS, RESIZED_SIZE, reader_version, benchmark_order,
+                                                prepare_reader, resize_file, summed_peak_rss)
+from dlbench.workloads.chestxray.labels import read_manifest, write_manifest
 from dlbench.files import staged
 from dlbench.machine import CpuMeter
 from dlbench.record import fixed_unit, make_record, peak_rss_bytes, write_json
