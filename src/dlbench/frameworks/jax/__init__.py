@@ -212,12 +212,7 @@ def teardown(placement):
     for feed in placement.handles["feeds"]:
         feed.close()
     placement.handles["feeds"].clear()
-    _unlink_released_batches()
-
-
-def _unlink_released_batches():
-    """Wait for grain to unlink the shared memory of the batches let go (internals.py says why)."""
     from dlbench.frameworks.jax import internals
 
-    gc.collect()
+    gc.collect()  # the batches let go are unlinked by grain's thread (internals.py says why)
     internals.wait_for_released_batches()

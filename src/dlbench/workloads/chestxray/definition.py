@@ -2,12 +2,13 @@
 training and of the framework loaders' benchmark, their grids, DenseNet's initial weights, the
 figures and the config checks. dlbench.workloads says what a definition holds; the image
 libraries' benchmarks (preprocessing, decoding) are rules of this folder (rules.smk)."""
+import itertools
 from dataclasses import dataclass
 
 from dlbench.config import ConfigError, check_strategies
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Adam, Run
-from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
+from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields, run_id
 
 DATA = "results/data/chestxray"
 
@@ -140,27 +141,19 @@ def draw_weights(draw, model):
     draw.linear("classifier", features, model.classes, zero_bias=True)
 
 
-def preprocess_records(config):
-    """The records of the image libraries' preprocessing benchmark (rules.smk runs it)."""
-    pre = config["chestxray"]["preprocess"]
-    return [
-        f"results/runs/chestxray-preprocess/{library}/library~{library}_format~{fmt}_repeat~{repeat}.json"
-        for library in pre["libraries"]
-        for fmt in pre["formats"]
-        for repeat in range(1, config["measurement"]["repeats"] + 1)
-    ]
+# The image libraries' benchmarks (rules.smk runs them): the fields of their run ids, in order.
+LIBRARY_COLUMNS = {"preprocess": ("library", "format", "repeat"), "decode": ("library", "format", "workers", "repeat")}
 
 
-def decode_records(config):
-    """The records of the image libraries' decoding benchmark (rules.smk runs it)."""
-    pre = config["chestxray"]["preprocess"]
-    return [
-        f"results/runs/chestxray-decode/{library}/library~{library}_format~{fmt}_workers~{workers}_repeat~{repeat}.json"
-        for library in pre["libraries"]
-        for fmt in pre["formats"]
-        for workers in config["chestxray"]["decode_workers"]
-        for repeat in range(1, config["measurement"]["repeats"] + 1)
-    ]
+def library_records(config, benchmark):
+    """The records of an image libraries' benchmark (preprocess or decode): one per library,
+    format, worker count (decode) and repeat."""
+    chestxray = config["chestxray"]
+    values = {"library": chestxray["preprocess"]["libraries"], "format": chestxray["preprocess"]["formats"],
+              "workers": chestxray["decode_workers"], "repeat": range(1, config["measurement"]["repeats"] + 1)}
+    columns = LIBRARY_COLUMNS[benchmark]
+    rows = [dict(zip(columns, combination)) for combination in itertools.product(*(values[c] for c in columns))]
+    return [f"results/runs/chestxray-{benchmark}/{row['library']}/{run_id(row, columns)}.json" for row in rows]
 
 
 RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights),

@@ -2,7 +2,7 @@
 # resized once per image library and format (training data) -> the decode benchmark; the
 # preprocessing benchmark times resizing apart; figures. Training and the framework loader
 # benchmark are in rules/runs.smk (this workload's definition.py gives their grids and specs).
-from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data, decode_records, preprocess_records
+from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data, library_records
 
 CHESTXRAY = config["chestxray"]
 CHESTXRAY_FOLDER = Path(workflow.current_basedir)
@@ -16,8 +16,8 @@ IMAGE_LIBRARIES = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pill
 
 
 # The image libraries' benchmarks: record sets of their own (tables like the run sets').
-RECORD_SETS["chestxray-preprocess"] = ("chestxray", lambda: preprocess_records(config))
-RECORD_SETS["chestxray-decode"] = ("chestxray", lambda: decode_records(config))
+RECORD_SETS["chestxray-preprocess"] = ("chestxray", lambda: library_records(config, "preprocess"))
+RECORD_SETS["chestxray-decode"] = ("chestxray", lambda: library_records(config, "decode"))
 
 
 rule chestxray_labels:
