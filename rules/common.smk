@@ -43,7 +43,6 @@ envvars:
 
 
 wildcard_constraints:
-    framework="|".join(FRAMEWORKS),
     run=r"[a-z_]+~[^/]+",
 
 
@@ -72,13 +71,13 @@ def script_inputs(script):
     return {"script": str(path), "code": code_files(SRC, scripts=[path])}
 
 
-def run_code(workload, framework):
-    """The code a training run executes: the harness and protocol, the framework's backend,
-    the workload's module for the framework and its definition (its spec, its initial weights),
-    with everything they import."""
-    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(framework),
-                                    workload_module(workload, framework),
-                                    f"dlbench.workloads.{RUN_SETS[workload][0]}.definition"])
+def run_code(spec):
+    """The code a run executes: the harness and protocol, the framework's backend, the run set's
+    module for the framework (for a run of no framework, its task) and the workload's definition
+    (its spec, its initial weights), with everything they import."""
+    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(spec.framework),
+                                    workload_module(spec.workload, spec.framework),
+                                    f"dlbench.workloads.{RUN_SETS[spec.workload][0]}.definition"])
 
 
 # ---- raw data ----------------------------------------------------------------------
@@ -120,32 +119,43 @@ TRAINING_LOCK = "results/training.lock"
 MEASUREMENT = config["measurement"]
 
 
-def record_path(workload, framework, point_id):
-    return f"results/runs/{workload}/{framework}/{point_id}.json"
+def record_path(workload, subject, point_id):
+    return f"results/runs/{workload}/{subject}/{point_id}.json"
 
 
-# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}}.
+# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}}
+# (a record's folder is its framework, or its library for a run of no framework: RunSet.subject).
 RUN_SETS = run_sets(WORKLOADS)
 RUN_SPECS = {
-    name: {record_path(name, row["framework"], run_id(row, run_set.columns)): run_set.build(config, row, THREADS)
+    name: {record_path(name, row[run_set.subject], run_id(row, run_set.columns)): run_set.build(config, row, THREADS)
            for row in run_set.rows(config, FRAMEWORKS, MEASUREMENT["repeats"])}
     for name, (workload, run_set) in RUN_SETS.items()
 }
+# What each run set compares, in the config's order: the frameworks, or its libraries.
+SUBJECTS = {name: list(dict.fromkeys(path.split("/")[3] for path in specs)) for name, specs in RUN_SPECS.items()}
+
+
+def spec_of(wildcards):
+    return RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.subject, wildcards.run)]
 
 
 def run_spec(wildcards):
     """The run's spec as canonical JSON: a plain value of the wildcards, so Snakemake compares it."""
-    return spec_to_json(RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework,
-                                                                  wildcards.run)])
+    return spec_to_json(spec_of(wildcards))
+
+
+def run_env(wildcards):
+    """The env a run runs in: its framework's, or its library's."""
+    return RUN_SETS[wildcards.workload][1].env(spec_of(wildcards))
 
 
 def run_inputs(wildcards):
     """The prepared files the run reads (from its spec), its code and its interpreter."""
-    data = RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.framework, wildcards.run)].data
+    spec = spec_of(wildcards)
     return {
-        "data": [value for value in vars(data).values() if isinstance(value, str) and value.startswith("results/")],
-        "code": run_code(wildcards.workload, wildcards.framework),
-        "python": env_input(wildcards.framework),
+        "data": [value for value in vars(spec.data).values() if isinstance(value, str) and value.startswith("results/")],
+        "code": run_code(spec),
+        "python": env_input(run_env(wildcards)),
     }
 
 
@@ -153,24 +163,20 @@ def run_attempt(wildcards):
     """A plain params value that changes when the run's record says it failed, so that the next
     invocation runs it again (the failed record stays until the new one replaces it); the
     harness stores it in the record, so that a run that then succeeded is not run again."""
-    path = record_path(wildcards.workload, wildcards.framework, wildcards.run)
-    record = read_record(path) or {}
+    record = read_record(record_path(wildcards.workload, wildcards.subject, wildcards.run)) or {}
     if record.get("status") == "failed":
         return f"again after the failure at {record.get('started_at')}"
     return record.get("attempt", "first")
 
 
-def repeat_priority(repeat, name, names=FRAMEWORKS):
+def run_priority(wildcards):
     """Job priority of a timed run: every repeat 1 before any repeat 2 (of every framework,
     library and workload), so that drift of the machine does not land on one of them; within
-    a repeat the order of `names` (the frameworks, or a benchmark's image libraries) turns by
-    one each repeat."""
-    turn = (names.index(name) - repeat) % len(names)
+    a repeat the order of the run set's frameworks (or libraries) turns by one each repeat."""
+    repeat = int(re.search(r"repeat~(\d+)", wildcards.run).group(1))
+    names = SUBJECTS[wildcards.workload]
+    turn = (names.index(wildcards.subject) - repeat) % len(names)
     return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
-
-
-def run_priority(wildcards):
-    return repeat_priority(int(re.search(r"repeat~(\d+)", wildcards.run).group(1)), wildcards.framework)
 
 
 def run_records(workload):
@@ -180,17 +186,13 @@ def run_records(workload):
 # ---- targets -----------------------------------------------------------------------
 
 TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
-# Per set of records: (its workload, its record paths). The run sets here; a workload's
-# rules.smk adds the sets of its own benchmarks.
-RECORD_SETS = {name: (workload, lambda name=name: run_records(name)) for name, (workload, _) in RUN_SETS.items()}
-
-
 def record_sets():
-    return [name for name, (workload, _) in RECORD_SETS.items() if workload in WORKLOADS]
+    """The run sets of the configured workloads: each has its records and tables."""
+    return list(RUN_SPECS)
 
 
 def set_records(name):
-    return RECORD_SETS[name][1]()
+    return run_records(name)
 
 
 def all_targets():
@@ -207,7 +209,7 @@ def report_targets():
 
 def aggregate_target(record_set):
     """The aggregate's --target of a record set: its workload's accuracy target, if it has one."""
-    workload = RECORD_SETS[record_set][0]
+    workload = RUN_SETS[record_set][0]
     target = definition(workload).TARGET
     return ["--target", target[0], config[workload][target[1]]] if target else []
 

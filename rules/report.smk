@@ -31,7 +31,7 @@ rule aggregate:
     log:
         "results/logs/report/aggregate-{workload}.log",
     wildcard_constraints:
-        workload="|".join(RECORD_SETS),
+        workload="|".join(map(re.escape, RUN_SETS)),
     conda:
         "../envs/report.yaml"
     shell:

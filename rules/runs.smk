@@ -1,12 +1,13 @@
-# Training runs and the framework loader benchmark: one record per sweep point, each run by
-# the harness (dlbench.harness) in its framework's environment. Training jobs take every
+# Every timed run (training, the loaders, the image libraries' benchmarks): one record per
+# sweep point, each run by the harness (dlbench.harness) in its framework's environment (or
+# its library's, for a run of no framework). Training jobs take every
 # core and the `training` resource (capped at 1 in profiles/default): never two at once in
 # one invocation; the harness's lock (TRAINING_LOCK) keeps apart those of two invocations.
 
 
 rule train:
     output:
-        "results/runs/{workload}/{framework}/{run}.json",
+        "results/runs/{workload}/{subject}/{run}.json",
     input:
         unpack(run_inputs),
     params:
@@ -15,15 +16,16 @@ rule train:
         lock=TRAINING_LOCK,
         attempt=run_attempt,
     log:
-        "results/logs/runs/{workload}/{framework}/{run}.log",
+        "results/logs/runs/{workload}/{subject}/{run}.log",
     wildcard_constraints:
         workload="|".join(map(re.escape, RUN_SETS)) or "(?!)",
+        subject="|".join(map(re.escape, {s for names in SUBJECTS.values() for s in names})) or "(?!)",
     threads: workflow.cores
     resources:
         training=1,
     priority: run_priority
     conda:
-        "../envs/{framework}.yaml"
+        lambda wildcards: str(ENVS / f"{run_env(wildcards)}.yaml")
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"

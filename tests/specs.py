@@ -18,6 +18,8 @@ DEFAULT_ROWS = {
     "imdb": {"batch": 32, "workers": 0, "grad": "dense", "repeat": 1},
     "chestxray": {"input": "real", "devices": 1, "strategy": "single", "repeat": 1},
     "chestxray-loader": {"workers": 0, "repeat": 1},
+    "chestxray-preprocess": {"library": "pillow-simd", "format": "jpeg", "repeat": 1},
+    "chestxray-decode": {"library": "pillow-simd", "format": "jpeg", "workers": 0, "repeat": 1},
 }
 
 

@@ -1,4 +1,5 @@
 import csv
+import dataclasses
 import gzip
 import json
 import subprocess
@@ -10,14 +11,17 @@ import numpy as np
 import pytest
 
 from dlbench.errors import DataError
-from dlbench.workloads.chestxray.images import (CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD, benchmark_order,
-                                                eval_transform, sample_rng, to_normalised, train_transform)
+from dlbench.specs import spec_to_json
+from dlbench.workloads.chestxray.images import (CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD, eval_transform, sample_rng,
+                                                to_normalised, train_transform)
+from dlbench.workloads.chestxray.definition import LIBRARIES
 from dlbench.workloads.chestxray.labels import (FINDINGS, SPLITS, WHEEL_MEMBER, LabelRow, choose_subset,
                                                 patient_split, read_label_file, read_labels_csv, read_nih_labels,
                                                 read_wheel_labels, write_labels_csv)
 from dlbench.workloads.chestxray.synthetic import synthetic_image
 from dlbench.workloads.chestxray.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
+from specs import smoke_spec
 
 SCRIPTS = REPO / "src" / "dlbench" / "workloads" / "chestxray" / "scripts"
 HEADER = ("Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient Gender,View Position,"
@@ -387,7 +391,7 @@ def preprocessed(prepared, data_python):
     for backend, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
         for fmt in ("jpeg", "png"):
             base = prepared / f"{name}-{fmt}"
-            run(data_python, "preprocess.py", "prepare", "--manifest", prepared / "images.csv", "--reader",
+            run(data_python, "preprocess.py", "--manifest", prepared / "images.csv", "--reader",
                 backend, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
                 f"{base}.csv")
             out[backend, fmt] = Path(f"{base}.csv")
@@ -395,7 +399,7 @@ def preprocessed(prepared, data_python):
 
 
 def first_rows(manifest, count, dest):
-    """A manifest of the first `count` rows of another: fewer images than a unit takes."""
+    """A manifest of the first `count` rows of another: fewer images than an epoch takes."""
     rows = read_csv(manifest)[:count]
     with open(dest, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -404,28 +408,29 @@ def first_rows(manifest, count, dest):
     return dest
 
 
-def check_units(record, units, images, steps):
-    """A warm-up and `units` steady units of `images` images and `steps` steps, each with what
-    the machine did while it ran."""
-    assert [u["kind"] for u in record["units"]] == ["warmup"] + ["steady"] * units
-    assert [u["index"] for u in record["units"]] == list(range(1, units + 2)) and record["spec"]["units"] == units
+def run_library(run_set, images, record_path, threads=2, **row):
+    """A run of an image library's benchmark (a run of no framework) through the harness, in the
+    library's environment: its record."""
+    spec = smoke_spec(run_set, None, threads=threads, **row)
+    spec = dataclasses.replace(spec, data=dataclasses.replace(spec.data, images=str(images)))
+    proc = subprocess.run([venv_python(LIBRARIES[row["library"]].env), "-m", "dlbench.harness", "--spec",
+                           spec_to_json(spec), "--out", str(record_path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(record_path.read_text())
+
+
+def check_units(record):
+    """Measured as every run is: calibration, warm-up and steady units of the protocol's clock,
+    each with what the machine did while it ran; no framework, the library's version."""
+    kinds = [u["kind"] for u in record["units"]]
+    assert record["status"] == "ok", record["error"]
+    assert kinds.count("steady") == record["spec"]["measure"]["steady_units"] and kinds[0] == "calibration"
     for unit in record["units"]:
-        assert unit["samples"] == images and unit["steps"] == steps and unit["loss"] is None and unit["wall_s"] > 0
-        machine = unit["machine"]
-        assert set(machine) == {"steal_s", "other_cpu_s", "run_cpu_s", "minor_faults", "cpus"}
-        assert all(machine[key] >= 0 for key in ("steal_s", "other_cpu_s", "run_cpu_s")) and machine["cpus"] >= 1
-    assert record["status"] == "ok" and record["device"]["kind"] == "cpu"
-    assert record["environment"]["framework_version"] and record["memory"]["peak_rss_bytes"] > 0
-
-
-def test_benchmark_order_cycles_seeded_permutations_of_any_length():
-    order = benchmark_order(6, 10, 1, 2)
-    assert len(order) == 10 and sorted(order[:6]) == list(range(6)) and len(set(order[6:])) == 4
-    assert np.array_equal(order, benchmark_order(6, 10, 1, 2))
-    assert not np.array_equal(order, benchmark_order(6, 10, 1, 3))
-    assert not np.array_equal(order, benchmark_order(6, 10, 2, 2))
-    assert np.array_equal(benchmark_order(6, 4, 1, 2), order[:4])  # a smaller unit is a prefix
-    assert np.array_equal(benchmark_order(6, 6, 1, 2), np.random.default_rng([1, 2]).permutation(6))
+        assert unit["samples"] == unit["steps"] * record["spec"]["batch"] and unit["loss"] is None
+        assert unit["wall_s"] > 0 and set(unit["machine"]) == {"steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
+                                                               "cpus"}
+    assert record["framework"] is None and record["environment"]["framework_version"] is None
+    assert record["environment"]["library_version"] and record["device"]["kind"] == "cpu"
 
 
 @pytest.mark.slow
@@ -440,24 +445,18 @@ def test_preparing_gives_264_images_in_the_format_and_no_record(preprocessed, pr
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend,fmt,threads", [("pillow", "jpeg", 2), ("opencv", "png", 1)])
-def test_preprocess_benchmark_times_units_of_its_own_size_and_leaves_no_images(prepared, data_python, tmp_path,
-                                                                                backend, fmt, threads):
-    name = "pillow-simd" if backend == "pillow" else "opencv"
+@pytest.mark.parametrize("library,fmt,threads", [("pillow-simd", "jpeg", 2), ("opencv", "png", 1)])
+def test_preprocessing_is_timed_by_the_clock_and_leaves_no_images(prepared, tmp_path, library, fmt, threads):
     source = first_rows(prepared / "images.csv", 6, tmp_path / "six.csv")
-    record_path = tmp_path / "runs" / f"library~{name}_format~{fmt}_repeat~2.json"
-    run(data_python, "preprocess.py", "bench", "--manifest", source, "--reader", backend, "--format", fmt,
-        "--size", 264, "--threads", threads, "--images", 10, "--units", 3, "--seed", 1, "--repeat", 2, "--record",
-        record_path, "--library", name)
-    record = json.loads(record_path.read_text())
-    assert record["workload"] == "chestxray-preprocess" and record["framework"] == name
-    assert record["run_id"] == f"library~{name}_format~{fmt}_repeat~2"
-    assert record["point"] == {"library": name, "format": fmt, "repeat": 2}
-    check_units(record, units=3, images=10, steps=10)
-    assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
-    assert record["spec"]["threads"] == threads and record["spec"]["seed"] == 1
-    assert record["threads"] == {"processes": threads} and record["extra"]["output_bytes_per_image"] > 0
-    assert [p.name for p in record_path.parent.iterdir()] == [record_path.name]  # the scratch folders are gone
+    record_path = tmp_path / "runs" / "record.json"
+    record = run_library("chestxray-preprocess", source, record_path, threads, library=library, format=fmt, repeat=2)
+    assert record["workload"] == "chestxray-preprocess"
+    assert record["run_id"] == f"library~{library}_format~{fmt}_repeat~2"
+    assert record["point"] == {"library": library, "format": fmt, "repeat": 2}
+    check_units(record)
+    assert record["spec"]["reader"] == ("pillow" if library == "pillow-simd" else "opencv")
+    assert record["spec"]["threads"] == threads and record["train_samples"] == record["spec"]["images"]
+    assert [p.name for p in record_path.parent.iterdir()] == [record_path.name]  # the scratch folder is gone
 
 
 @pytest.mark.slow
@@ -474,25 +473,19 @@ print(json.dumps([int(d.max()), float(d.mean())]))""")
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend,fmt,workers", [("pillow", "png", 0), ("opencv", "jpeg", 2)])
-def test_decode_benchmark_times_units_of_its_own_size(preprocessed, data_python, tmp_path, backend, fmt, workers):
-    name = "pillow-simd" if backend == "pillow" else "opencv"
-    six = first_rows(preprocessed[backend, fmt], 6, tmp_path / "six.csv")
-    record_path = tmp_path / "decode.json"
-    run(data_python, "decode.py", "--manifest", six, "--reader", backend, "--format", fmt, "--workers",
-        workers, "--images", 10, "--units", 3, "--batch-size", 4, "--seed", 1, "--repeat", 3, "--record", record_path,
-        "--library", name)
-    record = json.loads(record_path.read_text())
+@pytest.mark.parametrize("library,fmt,workers", [("pillow-simd", "png", 0), ("opencv", "jpeg", 2)])
+def test_decoding_is_timed_by_the_clock(preprocessed, tmp_path, library, fmt, workers):
+    six = first_rows(preprocessed["pillow" if library == "pillow-simd" else "opencv", fmt], 6, tmp_path / "six.csv")
+    record = run_library("chestxray-decode", six, tmp_path / "decode.json", library=library, format=fmt,
+                         workers=workers, repeat=3)
     assert record["workload"] == "chestxray-decode"
-    assert record["run_id"] == f"library~{name}_format~{fmt}_workers~{workers}_repeat~3"
-    assert record["point"] == {"library": name, "format": fmt, "workers": workers, "repeat": 3}
-    check_units(record, units=3, images=10, steps=3)  # batches of 4, 4, 2
-    assert record["spec"]["images"] == 10 and record["spec"]["source_images"] == 6
-    assert record["spec"]["workers"] == workers and record["spec"]["batch_size"] == 4
-    wrong = run(data_python, "decode.py", "--manifest", six, "--reader", backend, "--format",
-                "png" if fmt == "jpeg" else "jpeg", "--images", 4, "--record", tmp_path / "x.json", "--library",
-                name, check=False)
-    assert wrong.returncode != 0 and "are not" in wrong.stderr
+    assert record["run_id"] == f"library~{library}_format~{fmt}_workers~{workers}_repeat~3"
+    assert record["point"] == {"library": library, "format": fmt, "workers": workers, "repeat": 3}
+    check_units(record)
+    assert record["spec"]["workers"] == workers
+    wrong = {"library": library, "format": "png" if fmt == "jpeg" else "jpeg", "workers": workers, "repeat": 1}
+    record = run_library("chestxray-decode", six, tmp_path / "wrong.json", **wrong)
+    assert record["status"] == "failed" and "are not" in record["error"]
 
 
 @pytest.mark.slow
@@ -501,11 +494,11 @@ def test_workers_hand_over_the_same_batches_as_the_main_process(preprocessed, da
     same = in_env(data_python, f"""
 import json, multiprocessing
 import numpy as np
-import decode as d
+from dlbench.workloads.chestxray.decode import task as d
 d._SLOTS = d.batch_slots(4, 5)
-batches = d.unit_batches({paths!r}, 30, 5, 1, 2, 'opencv')
-here = [d._SLOTS[slot, :n].copy() for _, _, slot, n in d.in_process(batches)]
+batches = [({paths!r}[i:i + 5], list(range(i, i + 5)), 1, 2, 'opencv') for i in range(0, 30, 5)]
+here = [d._SLOTS[slot, :n].copy() for slot, n in d.in_process(batches)]
 with multiprocessing.get_context('fork').Pool(2) as pool:
-    there = [d._SLOTS[slot, :n].copy() for _, _, slot, n in d.from_workers(pool, batches, 4)]
+    there = [d._SLOTS[slot, :n].copy() for slot, n in d.from_workers(pool, batches, 4)]
 print(json.dumps([len(here), [a.shape[0] for a in here], all(np.array_equal(a, b) for a, b in zip(here, there))]))""")
     assert same == [6, [5, 5, 5, 5, 5, 5], True]

@@ -17,9 +17,10 @@ from specs import smoke_spec
 WORKLOADS = ("mnist", "imdb", "chestxray", "chestxray-loader")
 
 
-@pytest.mark.parametrize("workload", WORKLOADS)
-def test_a_spec_survives_json_and_its_point_is_its_run_id(workload):
-    spec = smoke_spec(workload, "tensorflow")
+@pytest.mark.parametrize("workload, framework", [*((w, "tensorflow") for w in WORKLOADS),
+                                                 ("chestxray-preprocess", None), ("chestxray-decode", None)])
+def test_a_spec_survives_json_and_its_point_is_its_run_id(workload, framework):
+    spec = smoke_spec(workload, framework)
     again = spec_from_dict(json.loads(spec_to_json(spec)))
     assert again == spec
     assert spec.run_id == "_".join(f"{k}~{v}" for k, v in spec.point().items())

@@ -97,6 +97,9 @@ class Workload:
         final_evaluation() (at the end).
     """
 
+    library_version = None  # a run of no framework: the version of the library it times (set by build_training)
+    scratch = None          # a folder for the run's own files, removed with the run (set by the protocol)
+
     def __init__(self, spec, placement, backend):
         self.spec, self.placement, self.backend = spec, placement, backend
 

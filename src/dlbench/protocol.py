@@ -104,9 +104,11 @@ def run_process(rank, spec_dict, result_path, device_kind):
     placement = backend.setup(spec, device_kind, rank)
     results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
+    workload.scratch = Path(result_path).resolve().parent  # the harness's folder, removed however the run ends
     workload.build()
     if results:
-        results.update(framework_version=backend.version(), parameters=workload.parameter_count(),
+        results.update(framework_version=backend.version(), library_version=workload.library_version,
+                       parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
                        numerics=numerics.measure(spec.numerics, backend), **backend.describe(placement))
     clock = RunClock(spec, placement, backend, workload, results)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -131,17 +131,10 @@ def summarise(segments, units):
     }
 
 
-def fixed_unit(index, steps, samples, wall_s, machine):
-    """A unit of a benchmark with its own loop (decoding, preprocessing): a fixed number of
-    items per unit, the first one the warm-up (nothing is trained)."""
-    return {"kind": "warmup" if index == 1 else "steady", "index": index, "steps": steps, "step_end": index * steps,
-            "epoch": index, "wall_s": wall_s, "samples": samples, "loss": None, "machine": machine}
-
-
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
-                     "framework_version", "framework_cpu", "device", "threads", "parameters", "numerics", "final",
-                     "final_eval_s", "gpu_allocator_peak", "peak_rss_bytes"}
+                     "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics", "final",
+                     "final_eval_s", "gpu_allocator_peak"}
 
 
 def peak_memory(result, utilisation):
@@ -149,11 +142,9 @@ def peak_memory(result, utilisation):
     sampled PSS of the run's whole process tree (loader workers included, shared pages once)
     and, where there are GPUs, the largest sampled GPU memory of its processes (NVML);
     besides, each framework's own allocator peak under its own name (they measure different
-    things and are not compared). Benchmarks run without the harness report the sum of
-    their processes' peak RSS (peak_rss_bytes) instead."""
+    things and are not compared)."""
     samples = utilisation or {}
     return {"peak_pss_bytes": max(samples.get("pss_bytes") or [0]) or None,
-            "peak_rss_bytes": result.get("peak_rss_bytes"),
             "gpu_process_peak_bytes": max(samples.get("gpu_process_bytes") or [0]) or None,
             "gpu_allocator_peak": result.get("gpu_allocator_peak") or {}}
 
@@ -176,6 +167,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         error = result.get("reason")
     env = environment()
     env["framework_version"] = result.get("framework_version")
+    env["library_version"] = result.get("library_version")  # of the image library a run of no framework times
     env["framework_cpu"] = result.get("framework_cpu")  # what the framework says it uses on the CPU
     return {
         "record_version": RECORD_VERSION,

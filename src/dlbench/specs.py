@@ -59,7 +59,7 @@ class Convergence:
 class Run:
     """What every run has."""
     workload: str
-    framework: str
+    framework: str | None  # None: a run of no framework (the image libraries' benchmarks)
     run_id: str
     repeat: int
     seed: int

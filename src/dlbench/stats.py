@@ -28,6 +28,7 @@ DIMENSIONS = [
     ("devices", None, 1, lambda num: f"{num} / 1 devices"),
     ("input", ["synthetic"], "real", lambda num: "synthetic / real input"),
     ("workers", None, 0, lambda num: f"{num} / 0 workers"),
+    ("library", None, "pillow", lambda num: f"{num} / pillow"),   # image libraries (runs of no framework)
 ]
 
 
@@ -196,7 +197,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
       (in `frameworks` order if given, else alphabetical) over the earlier;
     - within a framework, one dimension changed and the other keys equal: sparse / dense grad,
       N / 1 devices (one ratio per N-device strategy; the 1-device side whatever its strategy),
-      synthetic / real input, W / 0 workers.
+      synthetic / real input, W / 0 workers, an image library / pillow.
 
     The point keys that stay fixed are columns (NaN where they do not apply; the compared
     dimension is NaN, except strategy, which for device ratios is the N-device side's)."""
@@ -213,17 +214,13 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
             **{name: any(side[name] for side in sides) for name in FLAGS},
         })
 
-    # frameworks side by side at the same point; a key that only repeats the framework (the
-    # image library of the decode benchmarks) does not tell points apart here
-    rows_of = steady(units)
-    alias = [k for k in point if (rows_of[k].astype(str) == rows_of["framework"].astype(str)).all()]
+    # frameworks side by side at the same point
     by_point = {}
     for name in groups:
-        at = tuple(_key([name[0], *(np.nan if k in alias else v for k, v in zip(point, name[2:]))]))
-        by_point.setdefault(at, (name, {}))[1][name[1]] = name
+        by_point.setdefault(tuple(_key([name[0], *name[2:]])), (name, {}))[1][name[1]] = name
     for first, names in by_point.values():
         order = _framework_order(list(names), frameworks)
-        fixed = {k: (np.nan if k in alias else v) for k, v in zip(point, first[2:])}
+        fixed = dict(zip(point, first[2:]))
         for i, den in enumerate(order):
             for num in order[i + 1:]:
                 add(names[num], names[den], f"{num} / {den}", "", fixed)

@@ -22,6 +22,11 @@ class RunSet:
     rows: Callable       # (config, frameworks, repeats) -> the grid's rows {framework, column: value}
     build: Callable      # (config, row, threads) -> the row's spec
     draw_weights: Callable | None = None   # (dlbench.weights.Draw, spec.model): the shared start; None: no model
+    subject: str = "framework"   # what its runs compare (a row's key): records in results/runs/<name>/<its value>/
+    environment: Callable | None = None    # spec -> the env a run runs in; None: the framework's, envs/<framework>.yaml
+
+    def env(self, spec):
+        return spec.framework if self.environment is None else self.environment(spec)
 
 
 

@@ -106,7 +106,6 @@ def run_row(record):
         "parameters": record["parameters"],
         "initial_weights_sha256": (record.get("initial_weights") or {}).get("sha256"),
         "peak_pss_bytes": memory["peak_pss_bytes"],
-        "peak_rss_bytes": memory["peak_rss_bytes"],
         "gpu_process_peak_bytes": memory["gpu_process_peak_bytes"],
         **{f"gpu_allocator_peak {name}": value for name, value in memory["gpu_allocator_peak"].items()},
         "train_limit": data.get("train_limit"),
@@ -196,11 +195,13 @@ def environment_rows(records):
     rows = []
     for record in records:
         env = record["environment"]
-        if env["framework_version"] is None:
+        if env["framework_version"] is None and env["library_version"] is None:
             continue
         rows.append({
             "framework": record["framework"],
             "framework_version": env["framework_version"],
+            "library": record["spec"].get("library"),
+            "library_version": env["library_version"],
             "python": env["python"],
             "device": (record["device"] or {}).get("kind"),
             "cpu_model": env["cpu_model"],
@@ -213,9 +214,9 @@ def environment_rows(records):
             "git_commit": env["git_commit"],
             "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
         })
-    columns = ["framework", "framework_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
+    columns = ["framework", "framework_version", "library", "library_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
                "gpus", "os", "hostname", "git_commit", "packages"]
-    return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "hostname"])
+    return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "library", "hostname"])
 
 
 def utilisation_rows(records):
@@ -250,7 +251,7 @@ def tables(records, target=None):
         runs["steps_to_target"] = pd.array([steps for _, steps in reached], dtype="Int64")
         runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
-    integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes", "peak_rss_bytes",
+    integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes",
                        "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])

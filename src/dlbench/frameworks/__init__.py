@@ -29,19 +29,24 @@ FRAMEWORKS = {
 }
 
 
+NO_FRAMEWORK = "dlbench.no_framework"  # the backend of runs of no framework (framework None)
+
+
 def backend_module(framework):
-    return f"dlbench.frameworks.{FRAMEWORKS[framework].module}"
+    return NO_FRAMEWORK if framework is None else f"dlbench.frameworks.{FRAMEWORKS[framework].module}"
 
 
 def backend_modules(framework):
     """The backend modules a framework's runs execute: its own, and its engine's."""
-    engine = FRAMEWORKS[framework].engine
+    engine = FRAMEWORKS[framework].engine if framework else None
     return [backend_module(framework), *([backend_module(engine)] if engine else [])]
 
 
 def workload_module(workload, framework):
-    """The module of a framework's runs of a run set (dlbench.sweep.RunSet: a-b is the package a.b)."""
-    return f"dlbench.workloads.{workload.replace('-', '.')}.{FRAMEWORKS[framework].module}"
+    """The module of a framework's runs of a run set (dlbench.sweep.RunSet: a-b is the package
+    a.b); of a run set of no framework, its task.py."""
+    module = "task" if framework is None else FRAMEWORKS[framework].module
+    return f"dlbench.workloads.{workload.replace('-', '.')}.{module}"
 
 
 def reported(read):

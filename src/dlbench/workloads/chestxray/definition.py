@@ -1,8 +1,8 @@
 """ChestX-ray14 as the workflow knows it (pure: no framework, no data): the specs of DenseNet-121
-training and of the framework loaders' benchmark, their grids, DenseNet's initial weights, the
-figures and the config checks. dlbench.workloads says what a definition holds; the image
-libraries' benchmarks (preprocessing, decoding) are rules of this folder (rules.smk)."""
-import itertools
+training, of the framework loaders' benchmark and of the image libraries' benchmarks
+(preprocessing, decoding: runs of no framework), their grids, DenseNet's initial weights, the
+figures and the config checks. dlbench.workloads says what a definition holds."""
+import dataclasses
 from dataclasses import dataclass
 
 from dlbench.config import ConfigError, check_strategies
@@ -50,6 +50,46 @@ class ChestXraySpec(Run):
 
 
 @dataclass(frozen=True)
+class ImageLibrary:
+    env: str     # the environment it runs in (envs/<env>.yaml)
+    reader: str  # how dlbench.workloads.chestxray.images reads and writes with it (images.READERS)
+
+
+# pillow-simd replaces Pillow in the data env; stock Pillow has an env of its own.
+LIBRARIES = {"pillow-simd": ImageLibrary("data", "pillow"), "pillow": ImageLibrary("pillow", "pillow"),
+             "opencv": ImageLibrary("data", "opencv")}
+
+
+@dataclass(frozen=True)
+class ChestXrayPreprocessSpec(Run):
+    """An image library resizing the source images to data.size and writing them in `format`,
+    in `threads` processes (no framework)."""
+    library: str
+    reader: str
+    format: str
+    images: int          # per epoch, drawn in turn from the source images (data.images)
+    data: ChestXrayData
+
+    def point(self):
+        return {"library": self.library, "format": self.format, "repeat": self.repeat}
+
+
+@dataclass(frozen=True)
+class ChestXrayDecodeSpec(Run):
+    """An image library decoding the preprocessed images as a loader does (crop, flip,
+    normalise), in this process or `workers` worker processes (no framework)."""
+    library: str
+    reader: str
+    format: str
+    workers: int
+    images: int          # per epoch, drawn in turn from the library's preprocessed images (data.images)
+    data: ChestXrayData
+
+    def point(self):
+        return {"library": self.library, "format": self.format, "workers": self.workers, "repeat": self.repeat}
+
+
+@dataclass(frozen=True)
 class ChestXrayLoaderSpec(Run):
     """The real-input training loader alone, no model (one device)."""
     workers: int
@@ -62,6 +102,8 @@ class ChestXrayLoaderSpec(Run):
 
 COLUMNS = ("input", "devices", "strategy", "repeat")
 LOADER_COLUMNS = ("workers", "repeat")
+PREPROCESS_COLUMNS = ("library", "format", "repeat")
+DECODE_COLUMNS = ("library", "format", "workers", "repeat")
 
 
 def runs(config, frameworks, repeats):
@@ -85,6 +127,23 @@ def loader_runs(config, frameworks, repeats):
         for count in config["chestxray"]["loader_workers"]
         for repeat in range(1, repeats + 1)
     ]
+
+
+def library_runs(config, frameworks, repeats, workers=(None,)):
+    """Rows {framework None, library, format, (workers,) repeat} of an image libraries' benchmark."""
+    preprocess = config["chestxray"]["preprocess"]
+    return [
+        {"framework": None, "library": library, "format": fmt, **({} if count is None else {"workers": count}),
+         "repeat": repeat}
+        for library in preprocess["libraries"]
+        for fmt in preprocess["formats"]
+        for count in workers
+        for repeat in range(1, repeats + 1)
+    ]
+
+
+def decode_runs(config, frameworks, repeats):
+    return library_runs(config, frameworks, repeats, config["chestxray"]["decode_workers"])
 
 
 def data(config):
@@ -114,6 +173,31 @@ def loader_spec(config, row, threads):
         workers=row["workers"], images=chestxray["benchmark_images"]["loader"], data=data(config))
 
 
+def preprocess_spec(config, row, threads):
+    chestxray = config["chestxray"]
+    return ChestXrayPreprocessSpec(
+        **run_fields(config, chestxray, "chestxray-preprocess", row, PREPROCESS_COLUMNS, threads,
+                     batch=chestxray["batch_size"]),
+        library=row["library"], reader=LIBRARIES[row["library"]].reader, format=row["format"],
+        images=chestxray["benchmark_images"]["preprocess"],
+        data=dataclasses.replace(data(config), images=f"{DATA}/images.csv"))
+
+
+def decode_spec(config, row, threads):
+    chestxray = config["chestxray"]
+    size = chestxray["preprocess"]["size"]
+    return ChestXrayDecodeSpec(
+        **run_fields(config, chestxray, "chestxray-decode", row, DECODE_COLUMNS, threads,
+                     batch=chestxray["batch_size"]),
+        library=row["library"], reader=LIBRARIES[row["library"]].reader, format=row["format"],
+        workers=row["workers"], images=chestxray["benchmark_images"]["decode"],
+        data=dataclasses.replace(data(config), images=f"{DATA}/{size}/{row['library']}-{row['format']}.csv"))
+
+
+def library_env(spec):
+    return LIBRARIES[spec.library].env
+
+
 def draw_weights(draw, model):
     """DenseNet-BC as torchvision initialises it, with its module names: features.conv0, norm0,
     denseblockB.denselayerL (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to
@@ -141,23 +225,12 @@ def draw_weights(draw, model):
     draw.linear("classifier", features, model.classes, zero_bias=True)
 
 
-# The image libraries' benchmarks (rules.smk runs them): the fields of their run ids, in order.
-LIBRARY_COLUMNS = {"preprocess": ("library", "format", "repeat"), "decode": ("library", "format", "workers", "repeat")}
-
-
-def library_records(config, benchmark):
-    """The records of an image libraries' benchmark (preprocess or decode): one per library,
-    format, worker count (decode) and repeat."""
-    chestxray = config["chestxray"]
-    values = {"library": chestxray["preprocess"]["libraries"], "format": chestxray["preprocess"]["formats"],
-              "workers": chestxray["decode_workers"], "repeat": range(1, config["measurement"]["repeats"] + 1)}
-    columns = LIBRARY_COLUMNS[benchmark]
-    rows = [dict(zip(columns, combination)) for combination in itertools.product(*(values[c] for c in columns))]
-    return [f"results/runs/chestxray-{benchmark}/{row['library']}/{run_id(row, columns)}.json" for row in rows]
-
-
 RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights),
-            RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec))
+            RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec),
+            RunSet("chestxray-preprocess", ChestXrayPreprocessSpec, PREPROCESS_COLUMNS, library_runs, preprocess_spec,
+                   subject="library", environment=library_env),
+            RunSet("chestxray-decode", ChestXrayDecodeSpec, DECODE_COLUMNS, decode_runs, decode_spec,
+                   subject="library", environment=library_env))
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
 TARGET = None   # DenseNet-121 learns nothing in minutes on two cores: throughput only

@@ -1,13 +1,11 @@
 """ChestX-ray14 images: I/O through a reader (Pillow or OpenCV), resizing, what the image
 benchmarks share, and the training and evaluation transforms. The standard library and
 numpy only at import: PIL and cv2 are imported inside the functions that need them."""
-import os
 from pathlib import Path
 
 import numpy as np
 
 from dlbench.errors import DataError
-from dlbench.record import peak_rss_bytes
 
 
 ORIGINAL_SIZE = 1024       # NIH images are 1024x1024 8-bit grayscale PNGs
@@ -105,25 +103,6 @@ def prepare_reader(reader):
         cv2.setNumThreads(1)
     else:
         raise ValueError(f"unknown image reader {reader!r}, expected one of {READERS}")
-
-
-def summed_peak_rss(reports):
-    """Peak RSS of this process plus each worker's, from (pid, peak RSS) reports: the sum of
-    the peaks, an upper bound of the memory the run held at one time."""
-    per_process = {os.getpid(): peak_rss_bytes()}
-    for pid, rss in reports:
-        per_process[pid] = max(rss, per_process.get(pid, 0))
-    return sum(per_process.values())
-
-
-def benchmark_order(count, images, seed, unit):
-    """Indices into `count` images for one timed unit of `images` images: seeded permutations
-    (from the seed and the unit) laid end to end, so a unit's size does not depend on how many
-    images there are (each is used once per pass) and every unit reads a different order."""
-    if count < 1:
-        raise ValueError("no images to draw from")
-    rng = np.random.default_rng([seed, unit])
-    return np.concatenate([rng.permutation(count) for _ in range(-(-images // count))])[:images]
 
 
 def reader_version(reader):

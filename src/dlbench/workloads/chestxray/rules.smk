@@ -1,8 +1,8 @@
 # ChestX-ray14: NIH labels -> a patient-wise split -> images (the user's, or synthetic) ->
-# resized once per image library and format (training data) -> the decode benchmark; the
-# preprocessing benchmark times resizing apart; figures. Training and the framework loader
-# benchmark are in rules/runs.smk (this workload's definition.py gives their grids and specs).
-from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, data as chestxray_data, library_records
+# resized once per image library and format (training data, the decode benchmark's images);
+# figures. Every timed run (training, the loaders, preprocessing, decoding) is rules/runs.smk's
+# (this workload's definition.py gives their grids and specs).
+from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, LIBRARIES as IMAGE_LIBRARIES, data as chestxray_data
 
 CHESTXRAY = config["chestxray"]
 CHESTXRAY_FOLDER = Path(workflow.current_basedir)
@@ -11,13 +11,6 @@ if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
     add_wheel(CHESTXRAY["labels"])
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
 IMAGE_SOURCE = chestxray_data(config).image_source
-# image library -> (the env it runs in, the reader it uses there: dlbench.workloads.chestxray.images.READERS)
-IMAGE_LIBRARIES = {"pillow-simd": ("data", "pillow"), "pillow": ("pillow", "pillow"), "opencv": ("data", "opencv")}
-
-
-# The image libraries' benchmarks: record sets of their own (tables like the run sets').
-RECORD_SETS["chestxray-preprocess"] = ("chestxray", lambda: library_records(config, "preprocess"))
-RECORD_SETS["chestxray-decode"] = ("chestxray", lambda: library_records(config, "decode"))
 
 
 rule chestxray_labels:
@@ -75,10 +68,10 @@ rule preprocess_chestxray:
     input:
         manifest=f"{CHESTXRAY_DATA}/images.csv",
         **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
-        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
+        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library].env),
     params:
         python=run_python,
-        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
+        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library].reader,
         size=CHESTXRAY["preprocess"]["size"],
     threads: workflow.cores
     log:
@@ -87,78 +80,11 @@ rule preprocess_chestxray:
         library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",
     conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
-    shell:
-        "{params.python:q} {input.script:q} prepare --manifest {input.manifest:q}"
-        " --reader {params.reader} --format {wildcards.format} --size {params.size}"
-        " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q} > {log:q} 2>&1"
-
-
-# The timed benchmarks: separate processes per repeat, every repeat 1 before any repeat 2.
-rule benchmark_preprocess:
-    output:
-        "results/runs/chestxray-preprocess/{library}/library~{library}_format~{format}_repeat~{repeat}.json",
-    input:
-        manifest=f"{CHESTXRAY_DATA}/images.csv",
-        **script_inputs(CHESTXRAY_SCRIPTS / "preprocess.py"),
-        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
-    params:
-        python=run_python,
-        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
-        size=CHESTXRAY["preprocess"]["size"],
-        images=CHESTXRAY["benchmark_images"]["preprocess"],
-        units=MEASUREMENT["steady_units"],
-        seed=config["seed"],
-    threads: workflow.cores
-    resources:
-        training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.library, list(IMAGE_LIBRARIES))
-    log:
-        "results/logs/chestxray/benchmark-preprocess-{library}-{format}-repeat~{repeat}.log",
-    wildcard_constraints:
-        library="|".join(IMAGE_LIBRARIES),
-        format="jpeg|png",
-        repeat=r"\d+",
-    conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
-    shell:
-        "{params.python:q} {input.script:q} bench --manifest {input.manifest:q}"
-        " --reader {params.reader} --library {wildcards.library} --format {wildcards.format} --size {params.size}"
-        " --threads {threads} --images {params.images} --units {params.units} --seed {params.seed}"
-        " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
-
-
-rule decode_chestxray:
-    output:
-        "results/runs/chestxray-decode/{library}/library~{library}_format~{format}_workers~{workers}_repeat~{repeat}.json",
-    input:
-        manifest=f"{CHESTXRAY_DATA}/{CHESTXRAY['preprocess']['size']}/{{library}}-{{format}}.csv",
-        **script_inputs(CHESTXRAY_SCRIPTS / "decode.py"),
-        python=lambda wildcards: env_input(IMAGE_LIBRARIES[wildcards.library][0]),
-    params:
-        python=run_python,
-        reader=lambda wildcards: IMAGE_LIBRARIES[wildcards.library][1],
-        images=CHESTXRAY["benchmark_images"]["decode"],
-        units=MEASUREMENT["steady_units"],
-        seed=config["seed"],
-    threads: workflow.cores
-    resources:
-        training=1,
-    priority: lambda wildcards: repeat_priority(int(wildcards.repeat), wildcards.library, list(IMAGE_LIBRARIES))
-    log:
-        "results/logs/chestxray/decode-{library}-{format}-{workers}-repeat~{repeat}.log",
-    wildcard_constraints:
-        library="|".join(IMAGE_LIBRARIES),
-        format="jpeg|png",
-        workers=r"\d+",
-        repeat=r"\d+",
-    conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library][0]}.yaml")
+        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library].env}.yaml")
     shell:
         "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
-        " --reader {params.reader} --library {wildcards.library} --format {wildcards.format}"
-        " --workers {wildcards.workers} --images {params.images} --units {params.units} --seed {params.seed}"
-        " --repeat {wildcards.repeat} --record {output:q} > {log:q} 2>&1"
+        " --reader {params.reader} --format {wildcards.format} --size {params.size}"
+        " --threads {threads} --out-dir {output.images:q} --out-manifest {output.manifest:q} > {log:q} 2>&1"
 
 
 rule plot_chestxray:

@@ -44,7 +44,7 @@ def loader_rates(loader_points, decode_points):
     """The framework loaders' and the image libraries' points in one table, named by loader."""
     return pd.concat([
         loader_points.assign(loader=loader_points["framework"] + " loader", format="jpeg"),
-        decode_points.assign(loader=decode_points["framework"] + " (no framework)"),
+        decode_points.assign(loader=decode_points["library"] + " (no framework)"),
     ], ignore_index=True)
 
 
@@ -116,7 +116,7 @@ def main():
         grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
         save(grid, args.outdir / "auc.png", f"DenseNet-121 test AUC {source}")
 
-    interval_plot(preprocess, preprocess["framework"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
+    interval_plot(preprocess, preprocess["library"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
                   args.outdir / "preprocess.png", f"Preprocessing throughput {source}",
                   "images/s: decode 1024x1024, resize to 264, encode, write (mean of the repeats, interval)")
 
