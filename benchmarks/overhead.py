@@ -73,7 +73,7 @@ def main():
     args = parser.parse_args()
     config = load_config(*args.configfile)
     row, build = POINTS[args.workload]
-    batch = {"mnist": config["mnist"]["batch_sizes"][0], "imdb": config["imdb"]["batch_sizes"][0]}
+    batch = {"mnist": config["mnist"]["batches"][0], "imdb": config["imdb"]["batches"][0]}
     row = {**row, "framework": args.framework, **({"batch": batch[args.workload]} if args.workload in batch else {})}
     spec_json = spec_to_json(dataclasses.replace(build(config, row, args.threads), convergence=Convergence(0, 1)))
     venvs = Path(config["venv_prefix"] or "~/.cache/dlbench/venvs").expanduser()

@@ -52,7 +52,7 @@ def snakemake(*args, cwd=REPO, check=True):
 
 
 # The prepared data of the smoke preset that the framework tests' specs read.
-SMOKE_DATA = ("results/data/mnist/train-x1-images.npy", "results/data/imdb/train-sequences.npy",
+SMOKE_DATA = ("results/data/mnist/train-duplicate~1-images.npy", "results/data/imdb/train-sequences.npy",
               "results/data/chestxray/264/pillow-simd-jpeg.csv")
 
 

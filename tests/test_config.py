@@ -17,7 +17,7 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
 @pytest.mark.parametrize(
     "overrides, named",
     [
-        ({"mnist": {"batch_sizes": [-64]}}, "batch_sizes"),
+        ({"mnist": {"batches": [-64]}}, "batches"),
         ({"mnist": {"epoch": 2}}, "epoch"),  # a typo of 'epochs' is an unknown key
         ({"device": "tpu"}, "device"),
         # checked against the one list of frameworks (src/dlbench/frameworks/__init__.py)
@@ -30,6 +30,12 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         # one word per meaning: an old key name stops, naming the new one
         ({"chestxray": {"preprocess": {"backends": ["pillow"]}}},
          "config chestxray.preprocess.backends: renamed to chestxray.preprocess.libraries"),
+        ({"imdb": {"batch_sizes": [64]}}, "config imdb.batch_sizes: renamed to imdb.batches"),
+        ({"chestxray": {"batch_size": 4}}, "config chestxray.batch_size: renamed to chestxray.batch"),
+        ({"chestxray": {"decode_workers": [0]}}, "config chestxray.decode_workers: renamed to chestxray.decode.workers"),
+        ({"chestxray": {"benchmark_images": {"loader": 8}}},
+         "config chestxray.benchmark_images: renamed to chestxray.preprocess.images, chestxray.decode.images and "
+         "chestxray.loader.images"),
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
@@ -39,7 +45,7 @@ def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, nam
 
 
 def test_bad_config_stops_before_any_job(tmp_path, workflow_copy):
-    proc = run_with(tmp_path, {"mnist": {"batch_sizes": [0]}}, "--cores", "1", cwd=workflow_copy)
+    proc = run_with(tmp_path, {"mnist": {"batches": [0]}}, "--cores", "1", cwd=workflow_copy)
     assert proc.returncode != 0
     assert not (workflow_copy / "results").exists()
 

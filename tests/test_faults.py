@@ -84,7 +84,7 @@ def test_hostile_paths_run_nothing_and_paths_with_spaces_work(tmp_path):
 def mnist_workflow(tmp_path_factory):
     """A fresh copy of the workflow with the smoke MNIST data prepared."""
     workflow = copy_workflow(tmp_path_factory.mktemp("faults"))
-    snakemake("results/data/mnist/train-x1-images.npy", "--cores", "2", *SMOKE, cwd=workflow)
+    snakemake("results/data/mnist/train-duplicate~1-images.npy", "--cores", "2", *SMOKE, cwd=workflow)
     return workflow
 
 

@@ -47,7 +47,7 @@ PROBE = """
 import json, os, sys, time
 import numpy as np
 from dlbench.frameworks import keras as backend
-from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import fit_input, run_batches
 from dlbench.clock import RunClock
 from dlbench.contract import Workload
@@ -93,7 +93,7 @@ ids = np.arange(SAMPLES, dtype=np.float32)[:, None]
 targets = np.zeros((SAMPLES, 1), np.float32)
 
 
-class Probed(FitMethods, Workload):
+class Probed(WorkloadMethods, Workload):
     def load_data(self):
         self.n_train = SAMPLES
 

@@ -23,7 +23,7 @@ def test_a_spec_survives_json_and_its_point_is_its_run_id(workload, framework):
     spec = smoke_spec(workload, framework)
     again = spec_from_dict(json.loads(spec_to_json(spec)))
     assert again == spec
-    assert spec.run_id == "_".join(f"{k}~{v}" for k, v in spec.point().items())
+    assert spec.run_id == "_".join(f"{k}~{v}" for k, v in spec.point().items()) + f"_repeat~{spec.repeat}"
 
 
 def test_one_name_per_meaning_in_every_workload():

@@ -8,7 +8,7 @@ from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS, runs as
 MNIST = {
     "models": ["small", "large"],
     "duplicates": [1, 4],
-    "batch_sizes": [128],
+    "batches": [128],
     "devices": [1, 2, 4],
     "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
 }
@@ -46,7 +46,7 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
 
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
-    imdb = {"batch_sizes": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"]}
+    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"]}
     rows = imdb_grid({"imdb": imdb}, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 2 * 3 * 2
     # sparse runs exist for every framework: the others record them as not applicable

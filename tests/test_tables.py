@@ -11,12 +11,12 @@ from dlbench.tables import (RecordError, environment_rows, load_records, tables,
 from specs import smoke_spec
 
 
-def point(devices=1, strategy="single", repeat=1):
-    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy, "repeat": repeat}
+def point(devices=1, strategy="single"):
+    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy}
 
 
-def spec(framework="pytorch", **where):
-    spec = smoke_spec("mnist", framework, **point(**where))
+def spec(framework="pytorch", repeat=1, **where):
+    spec = smoke_spec("mnist", framework, **point(**where), repeat=repeat)
     return spec_to_dict(spec)
 
 

@@ -249,7 +249,7 @@ def test_nothing_changed_reruns_nothing(finished):
 @pytest.mark.parametrize("setting, workloads", [
     ("mnist:\n  convergence_epochs: 2\n", ["mnist"]),
     ("imdb:\n  hidden: 64\n", ["imdb"]),
-    ("chestxray:\n  batch_size: 4\n", ["chestxray", "chestxray-loader"]),
+    ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader"]),
     ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"]),
 ])
 def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp_path, setting, workloads):
@@ -382,7 +382,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     extra = tmp_path / "repeats.yaml"
     frameworks = FRAMEWORKS[:3]  # three are enough to see the order turn
     extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2}}\n"
-                     "mnist: {models: [small], batch_sizes: [32], devices: [1]}\n")
+                     "mnist: {models: [small], batches: [32], devices: [1]}\n")
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_strategy~single_repeat~{r}.json"
                for framework in frameworks for r in (1, 2)]
     try:
@@ -392,7 +392,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
         for path in targets:
             (finished / path).unlink(missing_ok=True)
     order = sorted(made, key=lambda record: record["started_at"])
-    assert [record["point"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2]
+    assert [record["spec"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2]
     assert len({record["spec"]["run_id"] + str(record["wall_s"]) for record in made}) == 6  # separate processes
     first, second = ([record["framework"] for record in order[i:i + 3]] for i in (0, 3))
     assert second == first[1:] + first[:1]  # the frameworks' order turns by one

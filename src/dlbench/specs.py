@@ -77,6 +77,11 @@ class Run:
     def global_batch(self):
         return self.batch * self.devices
 
+    def point(self):
+        """The sweep point {key: value}: the run id's fields but the repeat (a run is one
+        repeat of its point). Each spec type says its own."""
+        raise NotImplementedError
+
 
 # --- reading and writing ---------------------------------------------------------------------------
 

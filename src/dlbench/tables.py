@@ -53,18 +53,18 @@ def _flatten(value, prefix):
     return flat
 
 
-def point_keys(records):
-    """The sweep point's keys of a set of records, in run-id order."""
+def run_keys(records):
+    """The columns of a run id in a set of records, in run-id order: the sweep point's keys, then repeat."""
     keys = []
     for record in records:
         keys += [key for key in record["point"] if key not in keys]
-    return keys
+    return keys + ["repeat"]
 
 
 def _base(record):
-    """What identifies a run in every table: workload, framework, run id, sweep point, status."""
+    """What identifies a run in every table: workload, framework, run id, sweep point, repeat, status."""
     return {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
-            **record["point"], "status": record["status"]}
+            **record["point"], "repeat": record["spec"]["repeat"], "status": record["status"]}
 
 
 def run_row(record):
@@ -163,7 +163,7 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
 
 
 def units_table(records, min_unit_seconds, max_other_cpus):
-    columns = ["workload", "framework", "run_id", *point_keys(records), "status", "unit", "kind", "warmup", "wall_s",
+    columns = ["workload", "framework", "run_id", *run_keys(records), "status", "unit", "kind", "warmup", "wall_s",
                "samples", "steps", "step", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
                "cpus", "below_minimum", "contended"]
     rows = [row for record in records for row in unit_rows(record, min_unit_seconds, max_other_cpus)]
@@ -230,13 +230,13 @@ def utilisation_rows(records):
         for name in ("gpu_percent", "gpu_memory_bytes"):
             for gpu, series in enumerate(zip(*samples[name])):
                 frame[f"{name}_{gpu}"] = series
-        for key, value in reversed(list(record["point"].items())):
+        for key, value in reversed([*record["point"].items(), ("repeat", record["spec"]["repeat"])]):
             frame.insert(0, key, value)
         frame.insert(0, "run_id", record["run_id"])
         frame.insert(0, "framework", record["framework"])
         frames.append(frame)
     if not frames:
-        return pd.DataFrame(columns=["framework", "run_id", *point_keys(records), "t_s", "cpu_percent", "pss_bytes"])
+        return pd.DataFrame(columns=["framework", "run_id", *run_keys(records), "t_s", "cpu_percent", "pss_bytes"])
     return pd.concat(frames, ignore_index=True)
 
 
@@ -255,7 +255,7 @@ def tables(records, target=None):
                        "gpu_process_peak_bytes", "train_limit"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])
-    order = ["framework", *point_keys(records)]
+    order = ["framework", *run_keys(records)]
     return runs.sort_values(order, ignore_index=True), convergence.sort_values(order + ["segment"], ignore_index=True)
 
 

@@ -29,7 +29,7 @@ class ToySpec(Run):
     data: ToyData
 
     def point(self):
-        return {"batch": self.batch, "repeat": self.repeat}
+        return {"batch": self.batch}
 
 
 COLUMNS = ("batch", "repeat")
@@ -37,7 +37,7 @@ COLUMNS = ("batch", "repeat")
 
 def runs(config, frameworks, repeats):
     return [{"framework": framework, "batch": batch, "repeat": repeat}
-            for framework in frameworks for batch in config["toy"]["batch_sizes"] for repeat in range(1, repeats + 1)]
+            for framework in frameworks for batch in config["toy"]["batches"] for repeat in range(1, repeats + 1)]
 
 
 def spec(config, row, threads):

@@ -3,7 +3,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
+from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
 from dlbench.workloads.toy.task import Toy
 
 
@@ -19,7 +19,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxToy(ModelMethods, Toy):
+class JaxToy(WorkloadMethods, Toy):
     def build_model(self):
         self.model = Linear(self.spec.model.features, self.spec.model.classes, nnx.Rngs(self.spec.seed))
 

@@ -15,7 +15,7 @@ class Linear(nn.Module):
         return self.linear(x)
 
 
-class PyTorchToy(backend.ModelMethods, Toy):
+class PyTorchToy(backend.WorkloadMethods, Toy):
     def build_model(self):
         self.device = backend.device(self.placement)
         self.model = Linear(self.spec.model.features, self.spec.model.classes).to(self.device)

@@ -1,7 +1,7 @@
 """What the JAX workload modules share for training: the compiled step over the pure state of
 the model and its optax optimizer (`Training`: see the backend's docstring for why jax.jit
 over nnx.split state), batches on the mesh, Adam, predictions and the parameter count
-(`ModelMethods`)."""
+(`WorkloadMethods`)."""
 import jax
 import numpy as np
 
@@ -71,7 +71,7 @@ class Training:
                                        self.placement.handles["replicated"]))
 
 
-class ModelMethods:
+class WorkloadMethods:
     """What every JAX workload module does the same way with its self.model (a Flax NNX module,
     channels last) and, once build_training has made it, self.training (`Training`):
     predictions in inference mode (batch norm with its running statistics), the parameter count,

@@ -6,7 +6,7 @@ shuffle=False and verbose=0, one fit epoch per block of the protocol (steps_per_
 block's steps): `ClockCallback` starts the RunClock in on_epoch_begin and stops it in
 on_epoch_end with the steps Keras ran (optimizer.iterations after minus before), the block's
 mean loss from fit's logs times the steps, and (JAX) the trainable variables' values to block
-on; when the next block has another length (calibration) it stops fit, and `FitMethods.fit`
+on; when the next block has another length (calibration) it stops fit, and `WorkloadMethods.fit`
 calls fit again from the run's next step. With steps_per_epoch set, Keras' EpochIterator keeps
 its iterator across fit epochs (keras/src/trainers/epoch_iterator.py): the warm-up and steady
 units of one length run over one iterator. No per-batch hooks: they would turn off Keras'
@@ -14,7 +14,7 @@ asynchronous batch-end dispatch. The learning rate follows the task's schedule b
 step, as a LearningRateSchedule of the optimizer's iterations (`RunSchedule`).
 
 What fit reads before the first block (checked by tests/test_keras.py in the three
-environments, 0 and 2 workers, one device and data parallel): `FitMethods.compile` builds the
+environments, 0 and 2 workers, one device and data parallel): `WorkloadMethods.compile` builds the
 compiled loss and the optimizer beforehand, so JAX, torch, and TensorFlow with Keras' default
 strategy read no batch before it (keras-tensorflow reads one, once, for its pipeline's shapes).
 Under a tf.distribute strategy TensorFlow's trainer always builds from a batch it reads
@@ -86,7 +86,7 @@ def clock_callback(workload, clock):
     return _fit_classes()["ClockCallback"](workload, clock)
 
 
-class FitMethods:
+class WorkloadMethods:
     """What every Keras workload module does the same way with its self.model: compile, fit with
     the clock's callback over self.train_data (a RunBatches), predictions, the parameter count.
 

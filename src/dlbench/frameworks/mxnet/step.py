@@ -1,5 +1,8 @@
-"""MXNet's step: Adam in a Gluon Trainer over every context, one data-parallel step (`train_step`).
-mxnet is imported inside the functions (see the backend's docstring)."""
+"""MXNet's step: Adam in a Gluon Trainer over every context, one data-parallel step (`train_step`),
+and what every MXNet workload module does the same way with them (`WorkloadMethods`). mxnet is
+imported inside the functions (see the backend's docstring)."""
+import numpy as np
+
 from dlbench.frameworks.mxnet import contexts
 
 
@@ -29,3 +32,19 @@ def train_step(net, loss_fn, trainer, placement, inputs, labels):
     batch = inputs.shape[0]
     trainer.step(batch)  # the gradients are sums over the batch
     return nd.add_n(*[loss.sum().as_in_context(ctx[0]) for loss in losses]) / batch
+
+
+class WorkloadMethods:
+    """What every MXNet workload module does the same way with its self.model (a hybridized
+    Gluon block), self.loss_fn and self.trainer (make_trainer): the data-parallel step of a
+    batch (inputs, labels), the learning rate, the parameter count."""
+
+    def train_step(self, batch):
+        inputs, labels = batch
+        return train_step(self.model, self.loss_fn, self.trainer, self.placement, inputs, labels)
+
+    def set_learning_rate(self, lr):
+        self.trainer.set_learning_rate(lr)
+
+    def parameter_count(self):
+        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")

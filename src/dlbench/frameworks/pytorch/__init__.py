@@ -143,7 +143,7 @@ def teardown(placement):
         dist.destroy_process_group()
 
 
-class ModelMethods:
+class WorkloadMethods:
     """What every PyTorch workload module does the same way with its self.model and
     self.device: predictions in eval mode without gradients, the parameter count, loading a
     state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert)."""

@@ -1,5 +1,5 @@
 """TensorFlow's step: a tf.function of one strategy.run per batch (`make_train_step`), Adam, and
-what every TensorFlow workload module's step does the same way (`StepMethods`)."""
+what every TensorFlow workload module's step does the same way (`WorkloadMethods`)."""
 import keras
 import numpy as np
 import tensorflow as tf
@@ -32,7 +32,7 @@ def make_adam(spec, learning_rate):
     return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
 
 
-class StepMethods:
+class WorkloadMethods:
     """What every TensorFlow workload module does the same way: one replica's step with a
     GradientTape (self.model, self.loss_fn, self.optimizer), the per-batch call of the step
     compiled by make_train_step (self.step), and the parameter count."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from dlbench.config import ConfigError, check_strategies
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Adam, Run
-from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields, run_id
+from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
 
 DATA = "results/data/chestxray"
 
@@ -46,7 +46,7 @@ class ChestXraySpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"input": self.input, "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+        return {"input": self.input, "devices": self.devices, "strategy": self.strategy}
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class ChestXrayPreprocessSpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"library": self.library, "format": self.format, "repeat": self.repeat}
+        return {"library": self.library, "format": self.format}
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class ChestXrayDecodeSpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"library": self.library, "format": self.format, "workers": self.workers, "repeat": self.repeat}
+        return {"library": self.library, "format": self.format, "workers": self.workers}
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ class ChestXrayLoaderSpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"workers": self.workers, "repeat": self.repeat}
+        return {"workers": self.workers}
 
 
 COLUMNS = ("input", "devices", "strategy", "repeat")
@@ -124,7 +124,7 @@ def loader_runs(config, frameworks, repeats):
     return [
         {"framework": framework, "workers": count, "repeat": repeat}
         for framework in frameworks
-        for count in config["chestxray"]["loader_workers"]
+        for count in config["chestxray"]["loader"]["workers"]
         for repeat in range(1, repeats + 1)
     ]
 
@@ -143,7 +143,7 @@ def library_runs(config, frameworks, repeats, workers=(None,)):
 
 
 def decode_runs(config, frameworks, repeats):
-    return library_runs(config, frameworks, repeats, config["chestxray"]["decode_workers"])
+    return library_runs(config, frameworks, repeats, config["chestxray"]["decode"]["workers"])
 
 
 def data(config):
@@ -160,7 +160,7 @@ def spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXraySpec(
         **run_fields(config, chestxray, "chestxray", row, COLUMNS, threads, convergence_steps(chestxray),
-                     batch=chestxray["batch_size"]),
+                     batch=chestxray["batch"]),
         model=DENSENET121, input=row["input"], workers=chestxray["workers"],
         optimizer=Adam(**chestxray["optimizer"]), weights=chestxray["weights"][row["framework"]],
         data=data(config))
@@ -169,17 +169,17 @@ def spec(config, row, threads):
 def loader_spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXrayLoaderSpec(
-        **run_fields(config, chestxray, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch_size"]),
-        workers=row["workers"], images=chestxray["benchmark_images"]["loader"], data=data(config))
+        **run_fields(config, chestxray, "chestxray-loader", row, LOADER_COLUMNS, threads, batch=chestxray["batch"]),
+        workers=row["workers"], images=chestxray["loader"]["images"], data=data(config))
 
 
 def preprocess_spec(config, row, threads):
     chestxray = config["chestxray"]
     return ChestXrayPreprocessSpec(
         **run_fields(config, chestxray, "chestxray-preprocess", row, PREPROCESS_COLUMNS, threads,
-                     batch=chestxray["batch_size"]),
+                     batch=chestxray["batch"]),
         library=row["library"], reader=LIBRARIES[row["library"]].reader, format=row["format"],
-        images=chestxray["benchmark_images"]["preprocess"],
+        images=chestxray["preprocess"]["images"],
         data=dataclasses.replace(data(config), images=f"{DATA}/images.csv"))
 
 
@@ -188,9 +188,9 @@ def decode_spec(config, row, threads):
     size = chestxray["preprocess"]["size"]
     return ChestXrayDecodeSpec(
         **run_fields(config, chestxray, "chestxray-decode", row, DECODE_COLUMNS, threads,
-                     batch=chestxray["batch_size"]),
+                     batch=chestxray["batch"]),
         library=row["library"], reader=LIBRARIES[row["library"]].reader, format=row["format"],
-        workers=row["workers"], images=chestxray["benchmark_images"]["decode"],
+        workers=row["workers"], images=chestxray["decode"]["images"],
         data=dataclasses.replace(data(config), images=f"{DATA}/{size}/{row['library']}-{row['format']}.csv"))
 
 
@@ -234,7 +234,11 @@ RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
 TARGET = None   # DenseNet-121 learns nothing in minutes on two cores: throughput only
-RENAMED = {"preprocess.backends": "preprocess.libraries"}   # an image library is not a backend
+# One word per meaning: an image library is not a backend; `batch` is a run's batch; a run set's
+# own keys are in its section (its `workers`, its `images` per epoch).
+RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch", "loader_workers": "loader.workers",
+           "decode_workers": "decode.workers",
+           "benchmark_images": "preprocess.images, chestxray.decode.images and chestxray.loader.images"}
 
 
 def check(config):

@@ -24,7 +24,7 @@ from flax import nnx
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
-from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
+from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
 from dlbench.workloads.chestxray.task import ChestXray
@@ -177,7 +177,7 @@ def sigmoid_cross_entropy(logits, labels):
     return optax.sigmoid_binary_cross_entropy(logits, labels).mean()
 
 
-class JaxChestXray(ModelMethods, ChestXray):
+class JaxChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
         if self.spec.weights:

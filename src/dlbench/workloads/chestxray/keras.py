@@ -21,7 +21,7 @@ from keras import layers
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as backend
-from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.chestxray.definition import DENSENET121
 from dlbench.workloads.chestxray.task import ChestXray
@@ -130,7 +130,7 @@ def train_data(workload):
 
 # --- training --------------------------------------------------------------------------------------
 
-class KerasChestXray(FitMethods, ChestXray):
+class KerasChestXray(WorkloadMethods, ChestXray):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):

@@ -21,7 +21,7 @@ from dlbench.workloads.chestxray.images import IMAGENET_MEAN, IMAGENET_STD, samp
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
-from dlbench.frameworks.mxnet.step import make_trainer, train_step
+from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.chestxray.definition import DENSENET121
 from dlbench.workloads.chestxray.task import ChestXray
 
@@ -200,7 +200,7 @@ TORCH_KINDS = {"weight": ("_weight", "_gamma"), "bias": ("_bias", "_beta"),
                "running_mean": ("_running_mean",), "running_var": ("_running_var",)}
 
 
-class MXNetChestXray(ChestXray):
+class MXNetChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         import mxnet as mx
 
@@ -246,9 +246,6 @@ class MXNetChestXray(ChestXray):
         pooled = mx.nd.array(order % self.images.shape[0], dtype="int64")
         return ((mx.nd.take(self.images, pooled[i]), mx.nd.take(self.labels, indices[i])) for i in range(len(order)))
 
-    def train_step(self, batch):
-        images, labels = batch
-        return train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
 
     def eval_inputs(self, paths):
         self.eval_sampler.paths = list(paths)
@@ -260,8 +257,6 @@ class MXNetChestXray(ChestXray):
 
         return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
 
-    def parameter_count(self):
-        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")
 
     def load_weights(self, weights):
         """torchvision's layouts are Gluon's (OIHW kernels, Dense (out, in)); the names map in

@@ -196,7 +196,7 @@ def on_device(batches, device):
         yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
 
 
-class PyTorchChestXray(backend.ModelMethods, ChestXray):
+class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = backend.device(self.placement)

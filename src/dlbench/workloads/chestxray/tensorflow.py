@@ -26,7 +26,7 @@ from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, I
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
 from dlbench.workloads.chestxray.keras import build_model, check_model_spec, load_weights  # the Keras model, shared
 
@@ -101,7 +101,7 @@ class TrainLoader:
 
 # --- training --------------------------------------------------------------------------------------
 
-class TensorFlowChestXray(StepMethods, ChestXray):
+class TensorFlowChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         check_model_spec(self.spec.model)
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker

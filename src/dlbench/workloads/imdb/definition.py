@@ -42,7 +42,7 @@ class ImdbSpec(Run):
     data: ImdbData
 
     def point(self):
-        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "repeat": self.repeat}
+        return {"batch": self.batch, "workers": self.workers, "grad": self.grad}
 
 
 COLUMNS = ("batch", "workers", "grad", "repeat")
@@ -56,7 +56,7 @@ def runs(config, frameworks, repeats):
         {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "repeat": repeat}
         for framework in frameworks
         for batch, workers, grad, repeat in itertools.product(
-            imdb["batch_sizes"], imdb["workers"], imdb["grads"], range(1, repeats + 1)
+            imdb["batches"], imdb["workers"], imdb["grads"], range(1, repeats + 1)
         )
     ]
 
@@ -88,6 +88,7 @@ RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights),)
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")
+RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):

@@ -18,7 +18,7 @@ import optax
 from flax import nnx
 
 from dlbench.frameworks.jax.loaders import feed_order, GatherBatch, order_feed
-from dlbench.frameworks.jax.step import make_adam, ModelMethods, Training
+from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, Training
 from dlbench.workloads.imdb.task import Imdb
 
 
@@ -47,7 +47,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxImdb(ModelMethods, Imdb):
+class JaxImdb(WorkloadMethods, Imdb):
     input_dtype = "int32"
 
     def build_model(self):

@@ -13,7 +13,7 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as backend
-from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.imdb.task import Imdb
 
@@ -48,7 +48,7 @@ def to_tokens(sequences):
     return sequences.astype(np.int32, copy=False)
 
 
-class KerasImdb(FitMethods, Imdb):
+class KerasImdb(WorkloadMethods, Imdb):
     inputs_to_keras = staticmethod(to_tokens)
 
     def build_model(self):
@@ -58,7 +58,7 @@ class KerasImdb(FitMethods, Imdb):
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
 
     def build_training(self):
-        # The learning rate follows the task's schedule by the run's step (FitMethods.fit).
+        # The learning rate follows the task's schedule by the run's step (WorkloadMethods.fit).
         self.compile(keras.losses.SparseCategoricalCrossentropy(from_logits=True), self.spec.optimizer.lr,
                      labels=np.zeros(1, np.int32), outputs=np.zeros((1, self.spec.model.classes), np.float32))
         sequences, labels = to_tokens(self.train_sequences), self.train_labels.astype(np.int32)

@@ -10,7 +10,7 @@ import numpy as np
 
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
-from dlbench.frameworks.mxnet.step import make_trainer, train_step
+from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.imdb.task import Imdb
 
 
@@ -70,7 +70,7 @@ def unwrap_batch_shared(data):
             mx.nd.array(labels, dtype=labels.dtype, ctx=shared))
 
 
-class MXNetImdb(Imdb):
+class MXNetImdb(WorkloadMethods, Imdb):
     def build_model(self):
         import mxnet as mx
 
@@ -102,20 +102,13 @@ class MXNetImdb(Imdb):
         self.sampler.order = order
         return self.loader
 
-    def set_learning_rate(self, lr):
-        self.trainer.set_learning_rate(lr)
 
-    def train_step(self, batch):
-        tokens, labels = batch
-        return train_step(self.model, self.loss_fn, self.trainer, self.placement, tokens, labels)
 
     def predict(self, inputs):
         import mxnet as mx
 
         return self.model(mx.nd.array(inputs, ctx=self.ctx, dtype=inputs.dtype)).asnumpy()
 
-    def parameter_count(self):
-        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")
 
     def load_weights(self, weights):
         """Gluon's fused LSTM has PyTorch's layout (gates i, f, g, o; i2h and h2h weights and

@@ -50,7 +50,7 @@ class RunOrder(Sampler):
         return len(self.order)
 
 
-class PyTorchImdb(backend.ModelMethods, Imdb):
+class PyTorchImdb(backend.WorkloadMethods, Imdb):
     input_dtype = "int64"
     sparse_gradients = True  # nn.Embedding(sparse=True) with SparseAdam
 

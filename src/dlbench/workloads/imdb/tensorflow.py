@@ -14,12 +14,12 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
 
-class TensorFlowImdb(StepMethods, Imdb):
+class TensorFlowImdb(WorkloadMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         self.strategy = backend.strategy(self.placement)

@@ -108,8 +108,8 @@ def normalise(images):
     return (scaled - PIXEL_MEAN) / PIXEL_STD
 
 
-def duplicate(array, times):
-    """The MNIST study's larger data sets: the training set repeated `times` times."""
-    if times < 1:
-        raise ValueError(f"duplication factor must be >= 1, got {times}")
-    return np.concatenate([array] * times) if times > 1 else array
+def duplicate(array, count):
+    """The MNIST study's larger data sets: the training set repeated `count` times (a run's `duplicate`)."""
+    if count < 1:
+        raise ValueError(f"duplicate must be >= 1, got {count}")
+    return np.concatenate([array] * count) if count > 1 else array

@@ -36,7 +36,7 @@ class MnistSpec(Run):
 
     def point(self):
         return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
-                "devices": self.devices, "strategy": self.strategy, "repeat": self.repeat}
+                "devices": self.devices, "strategy": self.strategy}
 
 
 COLUMNS = ("model", "duplicate", "batch", "devices", "strategy", "repeat")
@@ -47,28 +47,28 @@ def runs(config, frameworks, repeats):
     mnist = config["mnist"]
     rows = []
     for framework in frameworks:
-        for model, times, batch, devices in itertools.product(
-            mnist["models"], mnist["duplicates"], mnist["batch_sizes"], mnist["devices"]
+        for model, copies, batch, devices in itertools.product(
+            mnist["models"], mnist["duplicates"], mnist["batches"], mnist["devices"]
         ):
             strategies = device_strategies(devices, mnist["strategies"], framework)
             for strategy, repeat in itertools.product(strategies, range(1, repeats + 1)):
-                rows.append({"framework": framework, "model": model, "duplicate": times, "batch": batch,
+                rows.append({"framework": framework, "model": model, "duplicate": copies, "batch": batch,
                              "devices": devices, "strategy": strategy, "repeat": repeat})
     return rows
 
 
 def spec(config, row, threads):
     mnist = config["mnist"]
-    model, times = row["model"], row["duplicate"]
-    data = MnistData(train_images=f"{DATA}/train-x{times}-images.npy",
-                     train_labels=f"{DATA}/train-x{times}-labels.npy",
+    model, copies = row["model"], row["duplicate"]
+    data = MnistData(train_images=f"{DATA}/train-duplicate~{copies}-images.npy",
+                     train_labels=f"{DATA}/train-duplicate~{copies}-labels.npy",
                      test_images=f"{DATA}/test-images.npy", test_labels=f"{DATA}/test-labels.npy",
                      train_limit=mnist["train_images"].get(model), test_limit=mnist["test_images"].get(model))
     # The study's first and second epoch: convergence in epochs of this point's training set.
-    epoch_steps = (data.train_limit or TRAIN_IMAGES * times) // (row["batch"] * row.get("devices", 1))
+    epoch_steps = (data.train_limit or TRAIN_IMAGES * copies) // (row["batch"] * row.get("devices", 1))
     convergence = Convergence(steps=mnist["convergence_epochs"] * epoch_steps, eval_every=max(1, epoch_steps))
     return MnistSpec(**run_fields(config, mnist, "mnist", row, COLUMNS, threads, convergence, batch=row["batch"]),
-                     model=MnistModel(model), duplicate=times, optimizer=Adam(**mnist["optimizer"]), data=data)
+                     model=MnistModel(model), duplicate=copies, optimizer=Adam(**mnist["optimizer"]), data=data)
 
 
 # The models as PyTorch's nn.Sequential lists them (dlbench/workloads/mnist/pytorch.py): a
@@ -96,6 +96,7 @@ RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights),)
 FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
+RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):

@@ -12,7 +12,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks.jax.step import make_adam, ModelMethods, place_batch, Training
+from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -46,7 +46,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxMnist(ModelMethods, Mnist):
+class JaxMnist(WorkloadMethods, Mnist):
     def build_model(self):
         self.model = build_model(self.spec.model.name, nnx.Rngs(self.spec.seed))
 

@@ -12,7 +12,7 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as backend
-from dlbench.frameworks.keras.fit import FitMethods
+from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.mnist.task import Mnist
 
@@ -60,7 +60,7 @@ def load_weights(model, weights):
         layer.set_weights([kernel, bias])
 
 
-class KerasMnist(FitMethods, Mnist):
+class KerasMnist(WorkloadMethods, Mnist):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):

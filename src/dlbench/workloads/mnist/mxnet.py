@@ -4,10 +4,9 @@
 mxnet is imported inside the functions: its thread pools read the thread variables that the
 backend's setup sets, once, at import.
 """
-import numpy as np
 
 from dlbench.frameworks import mxnet as backend
-from dlbench.frameworks.mxnet.step import make_trainer, train_step
+from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -40,7 +39,7 @@ def torch_order(name):
     return int(index), ("weight", "bias").index(kind)
 
 
-class MXNetMnist(Mnist):
+class MXNetMnist(WorkloadMethods, Mnist):
     def build_model(self):
         import mxnet as mx
 
@@ -73,17 +72,12 @@ class MXNetMnist(Mnist):
         return ((mx.nd.take(self.images, indices[i]), mx.nd.take(self.labels, indices[i]))
                 for i in range(len(order)))
 
-    def train_step(self, batch):
-        images, labels = batch
-        return train_step(self.model, self.loss_fn, self.trainer, self.placement, images, labels)
 
     def predict(self, inputs):
         import mxnet as mx
 
         return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
 
-    def parameter_count(self):
-        return sum(int(np.prod(p.shape)) for p in self.model.collect_params().values() if p.grad_req != "null")
 
     def load_weights(self, weights):
         """PyTorch's layouts are MXNet's (OIHW kernels, Dense (out, in), NCHW flatten): the

@@ -24,7 +24,7 @@ def build_model(name):
     raise ValueError(f"unknown model {name!r}")
 
 
-class PyTorchMnist(backend.ModelMethods, Mnist):
+class PyTorchMnist(backend.WorkloadMethods, Mnist):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = backend.device(self.placement)

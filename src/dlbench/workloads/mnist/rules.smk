@@ -36,8 +36,8 @@ rule prepare_mnist:
 
 rule duplicate_mnist:
     output:
-        images=update(f"{MNIST_DATA}/train-x{{times}}-images.npy"),
-        labels=update(f"{MNIST_DATA}/train-x{{times}}-labels.npy"),
+        images=update(f"{MNIST_DATA}/train-duplicate~{{duplicate}}-images.npy"),
+        labels=update(f"{MNIST_DATA}/train-duplicate~{{duplicate}}-labels.npy"),
     input:
         f"{MNIST_DATA}/train-images.npy",
         f"{MNIST_DATA}/train-labels.npy",
@@ -47,13 +47,13 @@ rule duplicate_mnist:
         python=run_python,
         outdir=lambda wildcards, output: Path(output.images).parent,
     log:
-        "results/logs/mnist/duplicate-x{times}.log",
+        "results/logs/mnist/duplicate~{duplicate}.log",
     wildcard_constraints:
-        times=r"\d+",
+        duplicate=r"\d+",
     conda:
         str(ENVS / "data.yaml")
     shell:
-        "{params.python:q} {input.script:q} duplicate --times {wildcards.times} --outdir {params.outdir:q} > {log:q} 2>&1"
+        "{params.python:q} {input.script:q} duplicate --duplicate {wildcards.duplicate} --outdir {params.outdir:q} > {log:q} 2>&1"
 
 
 rule plot_mnist:

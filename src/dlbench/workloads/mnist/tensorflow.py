@@ -13,12 +13,12 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, StepMethods
+from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
 
-class TensorFlowMnist(StepMethods, Mnist):
+class TensorFlowMnist(WorkloadMethods, Mnist):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = backend.strategy(self.placement)

