@@ -7,7 +7,8 @@ Both run the same model, batch, threads and data in the same environment, one de
 no other training job running: the harness as the workflow runs it (python -m
 dlbench.harness: a child process, the shared protocol, its calibrated and warmed-up steady
 units, no convergence segments), the bare loop as a tutorial would write it
-(benchmarks/<workload>/bare_<framework>.py SPEC_FILE EPOCHS). Each round runs both, in
+(src/dlbench/workloads/<workload>/scripts/bare_<framework>.py SPEC_FILE EPOCHS; the point is
+the workload's definition's overhead_row). Each round runs both, in
 alternating order (ABBA), so that drift of the machine falls on both. Steady throughput is the
 harness's median over its steady units, and the bare loop's samples/s over its epochs after
 the first. Prints, per round,
@@ -26,15 +27,11 @@ from pathlib import Path
 from dlbench.config import load_config
 from dlbench.envs import env_hash
 from dlbench.specs import Convergence, spec_to_json
-from dlbench.workloads import run_set
+from dlbench.workloads import WORKLOADS, definition, run_set
 
 REPO = Path(__file__).resolve().parents[1]
-# The point compared: one device, data in memory where the workload offers it.
-POINTS = {
-    "mnist": ({"model": "small", "duplicate": 1, "devices": 1, "strategy": "single", "repeat": 1}, run_set("mnist").build),
-    "imdb": ({"workers": 0, "grad": "dense", "repeat": 1}, run_set("imdb").build),
-    "chestxray": ({"input": "synthetic", "devices": 1, "strategy": "single", "repeat": 1}, run_set("chestxray").build),
-}
+# The workloads with bare loops: their definitions say the point compared (overhead_row).
+BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]
 
 
 def bare_throughput(epochs):
@@ -55,15 +52,15 @@ def run_harness(python, spec_json, workdir):
 def run_bare(python, spec_json, workload, framework, epochs, workdir):
     spec_file = Path(workdir) / "spec.json"
     spec_file.write_text(spec_json)
-    proc = subprocess.run([python, str(REPO / "benchmarks" / workload / f"bare_{framework}.py"), str(spec_file),
-                           str(epochs)],
+    script = REPO / "src" / "dlbench" / "workloads" / workload / "scripts" / f"bare_{framework}.py"
+    proc = subprocess.run([python, str(script), str(spec_file), str(epochs)],
                           check=True, cwd=REPO, capture_output=True, text=True)
     return bare_throughput([json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workload", required=True, choices=POINTS)
+    parser.add_argument("--workload", required=True, choices=BARE)
     parser.add_argument("--framework", required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of the bare loop; the first is warm-up")
@@ -72,10 +69,9 @@ def main():
     parser.add_argument("--out", type=Path, help="append a CSV row per round here")
     args = parser.parse_args()
     config = load_config(*args.configfile)
-    row, build = POINTS[args.workload]
-    batch = {"mnist": config["mnist"]["batches"][0], "imdb": config["imdb"]["batches"][0]}
-    row = {**row, "framework": args.framework, **({"batch": batch[args.workload]} if args.workload in batch else {})}
-    spec_json = spec_to_json(dataclasses.replace(build(config, row, args.threads), convergence=Convergence(0, 1)))
+    row = {**definition(args.workload).overhead_row(config), "framework": args.framework, "repeat": 1}
+    spec = run_set(args.workload).build(config, row, args.threads)
+    spec_json = spec_to_json(dataclasses.replace(spec, convergence=Convergence(0, 1)))
     venvs = Path(config["venv_prefix"] or "~/.cache/dlbench/venvs").expanduser()
     python = str(venvs / f"{args.framework}-{env_hash(REPO / 'envs' / f'{args.framework}.yaml')}" / "python")
     ratios = []

@@ -198,6 +198,11 @@ def library_env(spec):
     return LIBRARIES[spec.library].env
 
 
+def overhead_row(config):
+    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    return {"input": "synthetic", "devices": 1, "strategy": "single"}
+
+
 def draw_weights(draw, model):
     """DenseNet-BC as torchvision initialises it, with its module names: features.conv0, norm0,
     denseblockB.denselayerL (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to

@@ -73,6 +73,11 @@ def spec(config, row, threads):
         data=ImdbData(**ARRAYS, train_limit=imdb["train_reviews"], test_limit=imdb["test_reviews"]))
 
 
+def overhead_row(config):
+    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    return {"batch": config["imdb"]["batches"][0], "workers": 0, "grad": "dense"}
+
+
 def draw_weights(draw, model):
     """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
     draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)

@@ -81,6 +81,12 @@ LAYERS = {
 }
 
 
+def overhead_row(config):
+    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    return {"model": "small", "duplicate": 1, "batch": config["mnist"]["batches"][0], "devices": 1,
+            "strategy": "single"}
+
+
 def draw_weights(draw, model):
     """PyTorch's default initialisation of each layer (dlbench.weights.Draw)."""
     for index, layer in enumerate(LAYERS[model.name]):

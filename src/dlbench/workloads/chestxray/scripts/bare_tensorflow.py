@@ -9,7 +9,7 @@ order and synthetic values (TF's RNG here), the tf.distribute strategy, data par
 its calibrated units and evaluations, the loss read. fit runs without XLA
 (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
 
-    python benchmarks/chestxray/bare_tensorflow.py SPEC_FILE EPOCHS
+    python src/dlbench/workloads/chestxray/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
 """
 import json
 import sys

@@ -6,7 +6,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order (numpy's permutation here), the DataLoader and its workers (batches are gathered here
 in the training process), its calibrated units and evaluations, the loss read.
 
-    python benchmarks/imdb/bare_mxnet.py SPEC_FILE EPOCHS
+    python src/dlbench/workloads/imdb/scripts/bare_mxnet.py SPEC_FILE EPOCHS
 """
 import json
 import os

@@ -1,13 +1,12 @@
-"""ChestX-ray DenseNet-121 in plain MXNet Gluon, as a tutorial writes the loop: the model
-zoo's DenseNet-121, the benchmark's batch, threads and optimizer, EPOCHS epochs on one
-context, random NDArrays in memory shaped as the synthetic input (a pool of at most
-SYNTHETIC_POOL images reused by index, labels of the training split's size).
+"""MNIST in plain MXNet Gluon, as a tutorial writes the loop: the benchmark's model, batch,
+threads and optimizer, EPOCHS epochs on one context, the training arrays in memory as
+NDArrays.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
-order and synthetic values (MXNet's and numpy's RNG here), data parallelism over contexts,
-its calibrated units and evaluations, the loss read.
+order (numpy's permutation here), data parallelism over contexts, its calibrated units and
+evaluations, the loss read.
 
-    python benchmarks/chestxray/bare_mxnet.py SPEC_FILE EPOCHS
+    python src/dlbench/workloads/mnist/scripts/bare_mxnet.py SPEC_FILE EPOCHS
 """
 import json
 import os
@@ -16,10 +15,8 @@ import time
 
 import numpy as np
 
-from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
-from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
 from dlbench.specs import spec_from_dict
-from dlbench.workloads.chestxray.mxnet import build_model
+from dlbench.workloads.mnist.mxnet import build_model
 
 
 def main():
@@ -35,28 +32,26 @@ def main():
     mx.random.seed(spec.seed)
     np.random.seed(spec.seed)
 
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
-    crop = spec.data.crop
-    pool = min(n_train, SYNTHETIC_POOL)
-    images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
-    labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")
+    limit = spec.data.train_limit
+    images = mx.nd.array(np.load(spec.data.train_images, mmap_mode="r")[:limit], dtype="float32")
+    labels = mx.nd.array(np.load(spec.data.train_labels, mmap_mode="r")[:limit], dtype="float32")
 
-    net = build_model(spec.model.classes)
-    net.initialize(ctx=ctx)
+    net = build_model(spec.model.name)
+    net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize(static_alloc=True)
     opt = spec.optimizer
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
                                                            "beta2": opt.beta2, "epsilon": opt.eps})
-    loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
-    n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
+    loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+    n_batches = images.shape[0] // spec.batch  # the last partial batch is dropped, as in the harness
 
     for epoch in range(1, epochs + 1):
         start = time.perf_counter()
-        order = np.random.permutation(n_train)
+        order = mx.nd.array(np.random.permutation(images.shape[0]), dtype="int64")
         for i in range(n_batches):
             index = order[i * spec.batch:(i + 1) * spec.batch]
-            x = mx.nd.take(images, mx.nd.array(index % pool, dtype="int64")).as_in_context(ctx)
-            y = mx.nd.take(labels, mx.nd.array(index, dtype="int64")).as_in_context(ctx)
+            x = mx.nd.take(images, index).as_in_context(ctx)
+            y = mx.nd.take(labels, index).as_in_context(ctx)
             with autograd.record():
                 loss = loss_fn(net(x), y)
             loss.backward()
