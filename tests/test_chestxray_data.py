@@ -496,7 +496,9 @@ import json, multiprocessing
 import numpy as np
 from dlbench.workloads.chestxray.decode import task as d
 d._SLOTS = d.batch_slots(4, 5)
-batches = [({paths!r}[i:i + 5], list(range(i, i + 5)), 1, 2, 'opencv') for i in range(0, 30, 5)]
+paths = {paths!r}
+batches = [([paths[j % len(paths)] for j in range(i, i + 5)], list(range(i, i + 5)), 1, 2, 'opencv')
+           for i in range(0, 30, 5)]
 here = [d._SLOTS[slot, :n].copy() for slot, n in d.in_process(batches)]
 with multiprocessing.get_context('fork').Pool(2) as pool:
     there = [d._SLOTS[slot, :n].copy() for slot, n in d.from_workers(pool, batches, 4)]
