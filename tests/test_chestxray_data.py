@@ -386,15 +386,15 @@ def test_nih_folder_reports_every_missing_and_corrupt_image_and_writes_nothing(p
 
 @pytest.fixture(scope="module")
 def preprocessed(prepared, data_python):
-    """Each backend and format: the manifest of the resized images."""
+    """Each reader and format: the manifest of the resized images."""
     out = {}
-    for backend, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
+    for reader, name in (("pillow", "pillow-simd"), ("opencv", "opencv")):
         for fmt in ("jpeg", "png"):
             base = prepared / f"{name}-{fmt}"
             run(data_python, "preprocess.py", "--manifest", prepared / "images.csv", "--reader",
-                backend, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
+                reader, "--format", fmt, "--size", 264, "--threads", 2, "--out-dir", base, "--out-manifest",
                 f"{base}.csv")
-            out[backend, fmt] = Path(f"{base}.csv")
+            out[reader, fmt] = Path(f"{base}.csv")
     return out
 
 
@@ -435,12 +435,12 @@ def check_units(record):
 
 @pytest.mark.slow
 def test_preparing_gives_264_images_in_the_format_and_no_record(preprocessed, prepared, data_python):
-    for (backend, fmt), manifest in preprocessed.items():
+    for (reader, fmt), manifest in preprocessed.items():
         rows = read_csv(manifest)
         assert len(rows) == 24
         info = image_info(data_python, [row["path"] for row in rows])
         expected = ("JPEG" if fmt == "jpeg" else "PNG", "L", (264, 264))
-        assert {(f, m, tuple(s)) for f, m, s in info.values()} == {expected}, (backend, fmt)
+        assert {(f, m, tuple(s)) for f, m, s in info.values()} == {expected}, (reader, fmt)
     assert not list(prepared.glob("*.json"))
 
 
