@@ -70,7 +70,7 @@ def configure(spec):
         if _CONFIGURED != wanted:
             raise FrameworkError(f"JAX was configured with {_CONFIGURED}, this run wants {wanted}")
         return
-    if internals.backends_started():
+    if internals.xla_started():
         raise FrameworkError("JAX's backends started before configure(): the CPU device count and threads "
                              f"{wanted} cannot be set any more")
     os.environ["NPROC"] = wanted["NPROC"]
@@ -179,7 +179,7 @@ def describe(placement):
 
 
 def cpu_kernels():
-    """What XLA's CPU backend says of itself (its device kind and platform version)."""
+    """What XLA's CPU platform says of itself (its device kind and platform version)."""
     cpu = reported(lambda: jax.devices("cpu")[0])
     return {"device_kind": reported(lambda: cpu.device_kind),
             "platform_version": reported(lambda: cpu.client.platform_version)}

@@ -3,8 +3,8 @@ and grain 0.2.18, each checked at import (grain's where grain is imported: the K
 environment has no grain).
 
 What each works around:
-- backends_started: `configure` must set the CPU device count and the threads before XLA's
-  backends start, and say so when it is too late; JAX exports no way to ask
+- xla_started: `configure` must set the CPU device count and the threads before XLA
+  starts (its platforms' clients), and say so when it is too late; JAX exports no way to ask
   (jax/_src/xla_bridge.py: backends_are_initialized).
 - wait_for_released_batches: grain unlinks the shared memory of the batches it handed out on a
   thread of its own (SharedMemoryArray.enable_async_del, grain/_src/python/ipc/
@@ -22,7 +22,7 @@ WRITTEN_FOR = {"jax": "0.10.2", "grain": "0.2.18"}
 check_written_for(__file__, "jax", jax.__version__, WRITTEN_FOR["jax"])
 
 
-def backends_started():
+def xla_started():
     from jax._src import xla_bridge
 
     return xla_bridge.backends_are_initialized()
