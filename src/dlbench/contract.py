@@ -133,3 +133,20 @@ class Workload:
 
     def final_evaluation(self):
         return {}
+
+
+class WithoutModel(Workload):
+    """A workload with no model (a loader's or an image library's benchmark): nothing is
+    trained, a step takes its batch and nothing else, there is nothing to evaluate."""
+
+    def build_model(self):
+        self.model = None
+
+    def parameter_count(self):
+        return None
+
+    def train_step(self, batch):
+        return None
+
+    def evaluate(self):
+        return {}

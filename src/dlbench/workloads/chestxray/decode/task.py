@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.contract import Workload
+from dlbench.contract import WithoutModel
 from dlbench.errors import DataError
 from dlbench.workloads.chestxray.images import (CROP_SIZE, FORMAT_SUFFIXES, prepare_reader, read_image, reader_version,
                                                 sample_rng, train_transform)
@@ -68,7 +68,7 @@ def from_workers(pool, batches, slots):
         submit()
 
 
-class ChestXrayDecode(Workload):
+class ChestXrayDecode(WithoutModel):
     def load_data(self):
         manifest = self.spec.data.images
         paths = [row["path"] for row in read_manifest(manifest)]
@@ -78,12 +78,6 @@ class ChestXrayDecode(Workload):
         # An epoch of `images` images, independent of how many there are: the files in turn.
         self.paths = [paths[i % len(paths)] for i in range(self.spec.images)]
         self.n_train = self.spec.images
-
-    def build_model(self):
-        self.model = None  # nothing is trained
-
-    def parameter_count(self):
-        return None
 
     def build_training(self):
         global _SLOTS
@@ -98,12 +92,6 @@ class ChestXrayDecode(Workload):
         items = (([self.paths[i] for i in batch], batch.tolist(), self.spec.seed, int(epoch), self.spec.reader)
                  for batch, epoch in zip(order, epochs))
         return from_workers(self.pool, items, self.slots) if self.pool else in_process(items)
-
-    def train_step(self, batch):
-        return None  # the batch is in this process's memory: that is all a loader does
-
-    def evaluate(self):
-        return {}
 
 
 WORKLOAD = ChestXrayDecode

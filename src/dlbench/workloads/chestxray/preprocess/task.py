@@ -9,7 +9,7 @@ the library imported, and serve every block.
 """
 from multiprocessing import Pool
 
-from dlbench.contract import Workload
+from dlbench.contract import WithoutModel
 from dlbench.workloads.chestxray.images import FORMATS, prepare_reader, reader_version, resize_file
 from dlbench.workloads.chestxray.labels import read_manifest
 
@@ -19,18 +19,12 @@ def resize(item):
     resize_file(src, dst, size, fmt, reader)
 
 
-class ChestXrayPreprocess(Workload):
+class ChestXrayPreprocess(WithoutModel):
     def load_data(self):
         sources = [row["path"] for row in read_manifest(self.spec.data.images)]
         # An epoch of `images` images, independent of how many there are: the files in turn.
         self.sources = [sources[i % len(sources)] for i in range(self.spec.images)]
         self.n_train = self.spec.images
-
-    def build_model(self):
-        self.model = None  # nothing is trained
-
-    def parameter_count(self):
-        return None
 
     def build_training(self):
         prepare_reader(self.spec.reader)
@@ -47,12 +41,6 @@ class ChestXrayPreprocess(Workload):
                 yield [resize(item) for item in items]
             else:
                 yield self.pool.map(resize, items)
-
-    def train_step(self, batch):
-        return None  # the batch's images are written: that is all preprocessing does
-
-    def evaluate(self):
-        return {}
 
 
 WORKLOAD = ChestXrayPreprocess
