@@ -157,7 +157,7 @@ def test_the_chestxray_benchmarks_without_a_framework_are_runs_like_every_other(
         assert len(runs) == count and all(r["status"] == "ok" for r in runs), name
         for run in runs:  # the protocol's clock, the harness's sampling; the library, not a framework
             assert [u["kind"] for u in run["units"]] == ["calibration", "steady"], run["run_id"]
-            assert run["summary"]["samples_per_s"] > 0 and run["utilisation"]["t_s"]
+            assert run["summary"]["samples_per_s"] > 0 and "t_s" in run["utilisation"]  # (none in < 0.5 s)
             assert run["framework"] is None and run["spec"]["library"] == run["point"]["library"]
             assert run["environment"]["library_version"] and run["environment"]["framework_version"] is None
     sizes = pd.read_csv(smoke_run / "results" / "data" / "chestxray" / "264" / "opencv-png.csv")
@@ -249,7 +249,8 @@ def test_nothing_changed_reruns_nothing(finished):
 @pytest.mark.parametrize("setting, workloads", [
     ("mnist:\n  convergence_epochs: 2\n", ["mnist"]),
     ("imdb:\n  hidden: 64\n", ["imdb"]),
-    ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader"]),
+    # the batch of training, the loaders and the image libraries' runs alike
+    ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader", "chestxray-preprocess", "chestxray-decode"]),
     ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"]),
 ])
 def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp_path, setting, workloads):
