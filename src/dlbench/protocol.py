@@ -65,6 +65,7 @@ from dlbench.specs import spec_from_dict, spec_to_dict
 
 
 TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
+_FINISHED = []  # the workloads whose runs are done (see run_process)
 
 
 def resolve_device(framework, requested, visible_gpus, machine_gpus, devices):
@@ -125,6 +126,11 @@ def run_process(rank, spec_dict, result_path, device_kind):
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
         results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement))
     backend.teardown(placement)
+    # Held until the process ends: freed here, a multiprocessing Pool of the workload's would be
+    # finalized (terminate, then join its workers), and that join hung once on a worker its
+    # SIGTERM had missed (a chestxray-preprocess smoke run). The results are written; the process
+    # ends with os._exit and the harness kills its process group, workers included.
+    _FINISHED.append(workload)
 
 
 def _end_with_harness(spec_path):
