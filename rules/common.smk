@@ -132,7 +132,8 @@ RUN_SPECS = {
     for name, (workload, run_set) in RUN_SETS.items()
 }
 # What each run set compares, in the config's order: the frameworks, or its libraries.
-SUBJECTS = {name: list(dict.fromkeys(path.split("/")[3] for path in specs)) for name, specs in RUN_SPECS.items()}
+SUBJECTS = {name: list(dict.fromkeys(getattr(spec, RUN_SETS[name][1].subject) for spec in specs.values()))
+            for name, specs in RUN_SPECS.items()}
 
 
 def spec_of(wildcards):
@@ -179,10 +180,6 @@ def run_priority(wildcards):
     return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
 
 
-def run_records(workload):
-    return list(RUN_SPECS.get(workload, {}))
-
-
 # ---- targets -----------------------------------------------------------------------
 
 TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
@@ -192,7 +189,7 @@ def record_sets():
 
 
 def set_records(name):
-    return run_records(name)
+    return list(RUN_SPECS[name])
 
 
 def all_targets():
