@@ -31,7 +31,7 @@ def base_interpreter(version):
 
 
 def build(env_file, venv):
-    python_version, requirements, variables = read_env_file(env_file)
+    env = read_env_file(env_file)
     wrapper = venv / "python"
     venv.mkdir(parents=True, exist_ok=True)
     # Another checkout or a test may build the same venv at the same time.
@@ -40,17 +40,19 @@ def build(env_file, venv):
         if wrapper.exists():
             print(f"{venv} was built meanwhile by another process")
             return
-        subprocess.run([base_interpreter(python_version), "-m", "venv", "--clear", str(venv)], check=True)
-        (venv / "requirements.txt").write_text("\n".join(requirements) + "\n")
+        subprocess.run([base_interpreter(env.python), "-m", "venv", "--clear", str(venv)], check=True)
+        (venv / "requirements.txt").write_text("\n".join(env.pip) + "\n")
         shutil.copyfile(env_file, venv / "env.yaml")
         pip = [str(venv / "bin" / "python"), "-m", "pip"]
-        subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True,
-                       env={**os.environ, **variables})
+        install_env = {**os.environ, **env.variables}
+        if env.build_first:  # conda's own packages, installed before the pip list as conda does
+            subprocess.run(pip + ["install", *env.build_first], check=True, env=install_env)
+        subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True, env=install_env)
         freeze = subprocess.run(pip + ["freeze"], check=True, capture_output=True, text=True).stdout
         (venv / "pip-freeze.txt").write_text(freeze)
         # The env file's variables are set whenever the venv runs, as conda's activation sets
         # them (KERAS_BACKEND chooses Keras' backend).
-        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
+        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.variables.items())
         tmp = venv / "python.tmp"
         tmp.write_text(f'#!/bin/sh\n{exports}exec "{venv / "bin" / "python"}" "$@"\n')
         tmp.chmod(0o755)

@@ -18,12 +18,11 @@ def write(tmp_path, text):
 def test_every_env_file_pins_python_and_every_package():
     assert {p.stem for p in ENV_FILES} >= {"pytorch", "tensorflow", "mxnet", "data", "report"}
     for path in ENV_FILES:
-        python, pip, variables = read_env_file(path)
-        assert python == "3.11", path
+        assert read_env_file(path).python == "3.11", path
 
 
 def test_known_pins_of_these_machines():
-    pins = {p.stem: read_env_file(p)[1] for p in ENV_FILES}
+    pins = {p.stem: read_env_file(p).pip for p in ENV_FILES}
     assert "torch==2.13.0" in pins["pytorch"]
     assert "tensorflow==2.21.0" in pins["tensorflow"]
     assert {"mxnet==1.9.1", "numpy==1.23.5"} <= set(pins["mxnet"])
@@ -46,6 +45,7 @@ def test_hash_follows_the_content(tmp_path):
         ("name: x\n", "no 'dependencies' list"),
         ("variables: [CC]\ndependencies:\n  - python=3.11\n  - pip:\n      - numpy==2.4.6\n", "'variables' must be"),
         ("dependencies: [python=3.11\n", "not valid YAML"),
+        ("dependencies:\n  - python=3.11\n  - setuptools\n  - pip:\n      - numpy==2.4.6\n", "'setuptools' must be pinned"),
     ],
 )
 def test_bad_env_files_are_named_with_the_reason(tmp_path, text, message):
@@ -58,7 +58,17 @@ def test_bad_env_files_are_named_with_the_reason(tmp_path, text, message):
 def test_variables_come_back_as_strings(tmp_path):
     path = write(tmp_path, "variables:\n  CC: cc -mavx2\n  N: 2\ndependencies:\n  - python=3.11\n"
                            "  - pip:\n      - numpy==2.4.6\n")
-    assert read_env_file(path)[2] == {"CC": "cc -mavx2", "N": "2"}
+    assert read_env_file(path).variables == {"CC": "cc -mavx2", "N": "2"}
+
+
+def test_conda_packages_are_installed_first_and_pip_options_pass_through(tmp_path):
+    """Conda installs its own packages before the pip list: the venv builder does too, so a
+    package built without build isolation (Chainer) finds setuptools and wheel."""
+    path = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip\n  - setuptools=69.5.1\n  - wheel==0.43.0\n"
+                           "  - pip:\n      - --no-binary mpi4py\n      - mpi4py==4.1.1\n")
+    env = read_env_file(path)
+    assert env.build_first == ["setuptools==69.5.1", "wheel==0.43.0"]
+    assert env.pip == ["--no-binary mpi4py", "mpi4py==4.1.1"]
 
 
 KERAS_ENGINES = {"keras-tensorflow": ("tensorflow", "tensorflow"), "keras-jax": ("jax", "jax"),
@@ -68,12 +78,12 @@ KERAS_ENGINES = {"keras-tensorflow": ("tensorflow", "tensorflow"), "keras-jax": 
 def test_keras_envs_share_the_pins_of_their_engines():
     """Keras 3 on each backend: keras==3.15.1, the engine pinned as in the engine's own env,
     the backend named by KERAS_BACKEND."""
-    pins = {p.stem: read_env_file(p)[1] for p in ENV_FILES}
+    pins = {p.stem: read_env_file(p).pip for p in ENV_FILES}
     for name, (backend, engine_env) in KERAS_ENGINES.items():
         assert "keras==3.15.1" in pins[name]
         engine_pins = [pin for pin in pins[engine_env] if pin.startswith(f"{backend}==") or pin.startswith("jaxlib==")]
         assert engine_pins and set(engine_pins) <= set(pins[name]), name
-        assert read_env_file(REPO / "envs" / f"{name}.yaml")[2]["KERAS_BACKEND"] == backend
+        assert read_env_file(REPO / "envs" / f"{name}.yaml").variables["KERAS_BACKEND"] == backend
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Reading conda env files, and naming the venvs built from them."""
 import hashlib
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -13,11 +14,22 @@ def env_hash(env_file):
     return hashlib.sha256(Path(env_file).read_bytes()).hexdigest()[:HASH_LENGTH]
 
 
+@dataclass(frozen=True)
+class EnvFile:
+    python: str          # the pinned X.Y
+    pip: list            # the pip list's lines: pinned packages, and pip options ("--no-binary mpi4py")
+    variables: dict      # conda's activation variables, also set while the packages install
+    build_first: list    # conda's own packages (setuptools, wheel, cython) as pip pins: installed
+                         # before the pip list, as conda installs them, for packages built from
+                         # source without build isolation (Chainer's sdist imports pkg_resources)
+
+
 def read_env_file(env_file):
-    """Return (python version pin, pip requirement lines, variables) of a conda env file.
+    """The EnvFile of a conda env file.
 
     `variables` (conda's activation variables) are also set while the venv's packages are
-    installed, so that a package built from source sees them (pillow-simd's compiler flags).
+    installed, so that a package built from source sees them (pillow-simd's compiler flags,
+    PIP_NO_BUILD_ISOLATION).
     """
     path = Path(env_file)
     try:
@@ -27,22 +39,27 @@ def read_env_file(env_file):
     deps = (spec or {}).get("dependencies")
     if not isinstance(deps, list):
         raise ValueError(f"{path}: no 'dependencies' list")
-    python, pip = None, None
+    python, pip, build_first = None, None, []
     for dep in deps:
         if isinstance(dep, str):
             match = re.fullmatch(r"python\s*==?\s*(\d+\.\d+)(\.\*|\.\d+)?", dep.strip())
+            package = re.fullmatch(r"([A-Za-z0-9_.-]+)\s*==?\s*([0-9][^\s=]*)", dep.strip())
             if match:
                 python = match.group(1)
+            elif package:
+                build_first.append(f"{package.group(1)}=={package.group(2)}")
+            elif dep.strip() != "pip":
+                raise ValueError(f"{path}: conda dependency {dep!r} must be pinned, as 'name=X.Y'")
         elif isinstance(dep, dict) and "pip" in dep:
             pip = [str(line) for line in dep["pip"]]
     if python is None:
         raise ValueError(f"{path}: dependencies must pin python, as 'python=3.X'")
     if not pip:
         raise ValueError(f"{path}: dependencies need a 'pip:' list of pinned packages")
-    unpinned = [line for line in pip if "==" not in line]
+    unpinned = [line for line in pip if "==" not in line and not line.startswith("-")]
     if unpinned:
         raise ValueError(f"{path}: pip packages must be pinned with '==': {unpinned}")
     variables = spec.get("variables") or {}
     if not isinstance(variables, dict):
         raise ValueError(f"{path}: 'variables' must be a mapping of names to values")
-    return python, pip, {str(k): str(v) for k, v in variables.items()}
+    return EnvFile(python, pip, {str(k): str(v) for k, v in variables.items()}, build_first)
