@@ -150,11 +150,16 @@ def run_env(wildcards):
     return RUN_SETS[wildcards.workload][1].env(spec_of(wildcards))
 
 
+def spec_data(spec):
+    """The prepared files a spec reads (its data's paths under results/)."""
+    return [value for value in vars(spec.data).values() if isinstance(value, str) and value.startswith("results/")]
+
+
 def run_inputs(wildcards):
     """The prepared files the run reads (from its spec), its code and its interpreter."""
     spec = spec_of(wildcards)
     return {
-        "data": [value for value in vars(spec.data).values() if isinstance(value, str) and value.startswith("results/")],
+        "data": spec_data(spec),
         "code": run_code(spec),
         "python": env_input(run_env(wildcards)),
     }

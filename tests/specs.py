@@ -20,6 +20,7 @@ DEFAULT_ROWS = {
     "chestxray-loader": {"workers": 0, "repeat": 1},
     "chestxray-preprocess": {"library": "pillow-simd", "format": "jpeg", "repeat": 1},
     "chestxray-decode": {"library": "pillow-simd", "format": "jpeg", "workers": 0, "repeat": 1},
+    "onnx": {"model": "mnist-small", "runtime": "onnxruntime", "batch": 2, "repeat": 1},
 }
 
 

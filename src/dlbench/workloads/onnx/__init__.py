@@ -1,0 +1,1 @@
+"""ONNX: the trained PyTorch models exported and run in other runtimes."""

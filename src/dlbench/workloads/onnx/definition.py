@@ -1,0 +1,119 @@
+"""ONNX as the workflow knows it (pure: no framework, no data): the IMDB study's plan, prototype in
+PyTorch, export through ONNX, run elsewhere, checked. dlbench.workloads says what a definition
+holds.
+
+A stage (rules.smk, scripts/export.py, in the PyTorch env) trains each PyTorch model of the
+other workloads from the shared start for its convergence steps, on the run's order, as its
+training runs do, and writes it twice: as an ONNX graph (torch.onnx.export) and as a PyTorch
+program (torch.export), with the first `samples` inputs of its test split and PyTorch's outputs
+on them. Each run then loads one model in one runtime, in the runtime's env (a run of no
+framework: the compared thing is the runtime, RunSet.subject), times inference batches of the
+test inputs like every run (calibrated units, warm-up apart, repeats), and checks its outputs
+on the test inputs against PyTorch's: the run fails where they differ by more than `tolerance`
+or its predicted classes agree on fewer than `min_agreement` of them.
+"""
+import itertools
+from dataclasses import dataclass
+
+from dlbench.config import ConfigError
+from dlbench.specs import Run
+from dlbench.sweep import RunSet, run_fields
+from dlbench.workloads import definition
+
+DATA = "results/data/onnx"
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    workload: str        # the workload whose PyTorch model is exported
+    row: dict            # its grid row (besides framework, repeat and the workload's overhead_row)
+    classes: str         # how its outputs predict: "argmax" (one class) or "sign" (a finding per logit)
+
+
+# The models of the studies, by the name a run and a table give them.
+MODELS = {
+    "mnist-small": SourceModel("mnist", {"model": "small"}, "argmax"),
+    "imdb-lstm": SourceModel("imdb", {}, "argmax"),
+    "densenet121": SourceModel("chestxray", {"input": "synthetic"}, "sign"),
+}
+# The runtimes and the env each runs in: PyTorch's own (the exported program; the reference),
+# onnxruntime, and MXNet's ONNX importer (mxnet.contrib.onnx).
+RUNTIMES = {"pytorch": "pytorch", "onnxruntime": "onnx", "mxnet": "mxnet"}
+
+
+@dataclass(frozen=True)
+class OnnxData:
+    onnx: str            # the ONNX graph
+    program: str         # the PyTorch program (torch.export)
+    inputs: str          # the test inputs, .npy
+    reference: str       # PyTorch's outputs on them, .npy
+
+
+@dataclass(frozen=True)
+class OnnxSpec(Run):
+    model: str           # a name in MODELS
+    classes: str         # MODELS[model].classes
+    runtime: str         # a name in RUNTIMES
+    tolerance: float     # the largest absolute difference from PyTorch's outputs that agrees
+    min_agreement: float  # the smallest share of predicted classes that must agree
+    data: OnnxData
+
+    def point(self):
+        return {"model": self.model, "runtime": self.runtime, "batch": self.batch}
+
+
+COLUMNS = ("model", "runtime", "batch", "repeat")
+
+
+def model_files(model):
+    return OnnxData(onnx=f"{DATA}/{model}.onnx", program=f"{DATA}/{model}.pt2", inputs=f"{DATA}/{model}-inputs.npy",
+                    reference=f"{DATA}/{model}-reference.npy")
+
+
+def runs(config, frameworks, repeats):
+    """Rows {framework None, model, runtime, batch, repeat}: every model in every runtime."""
+    onnx = config["onnx"]
+    return [{"framework": None, "model": model, "runtime": runtime, "batch": batch, "repeat": repeat}
+            for model, runtime, batch, repeat in itertools.product(
+                onnx["models"], onnx["runtimes"], onnx["batches"], range(1, repeats + 1))]
+
+
+def spec(config, row, threads):
+    onnx = config["onnx"]
+    return OnnxSpec(**run_fields(config, onnx, "onnx", row, COLUMNS, threads, batch=row["batch"]),
+                    model=row["model"], classes=MODELS[row["model"]].classes, runtime=row["runtime"],
+                    tolerance=onnx["tolerance"], min_agreement=onnx["min_agreement"],
+                    data=model_files(row["model"]))
+
+
+def runtime_env(spec):
+    return RUNTIMES[spec.runtime]
+
+
+def source_spec(config, model, threads):
+    """The spec of the PyTorch training run whose model the export trains and writes: the source
+    workload's overhead point (one device), in PyTorch, repeat 1."""
+    source = MODELS[model]
+    source_definition = definition(source.workload)
+    row = {**source_definition.overhead_row(config), **source.row, "framework": "pytorch", "repeat": 1}
+    return source_definition.RUN_SETS[0].build(config, row, threads)
+
+
+RUN_SETS = (RunSet("onnx", OnnxSpec, COLUMNS, runs, spec, subject="runtime", environment=runtime_env),)
+FIGURES = ("runtimes",)
+TABLES = ("runtimes",)
+TARGET = None
+
+
+def check(config):
+    """Known runtimes (all of them where none is named); a model's source workload configured
+    (its data and its training are its own)."""
+    onnx = config["onnx"]
+    onnx.setdefault("runtimes", list(RUNTIMES))
+    unknown = [runtime for runtime in onnx["runtimes"] if runtime not in RUNTIMES]
+    if unknown:
+        raise ConfigError(f"config onnx.runtimes: unknown runtime {unknown[0]!r} (known: {', '.join(RUNTIMES)})")
+    missing = sorted({MODELS[m].workload for m in config["onnx"]["models"]} - set(config["workloads"]))
+    if "onnx" in config["workloads"] and missing:
+        raise ConfigError(f"config onnx.models: the models of {', '.join(missing)} need "
+                          f"{' and '.join(missing)} in config workloads")

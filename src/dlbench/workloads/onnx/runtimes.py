@@ -1,0 +1,96 @@
+"""The runtimes an exported model runs in, each in its own idiom and env: what differs between
+them (load the model, put a batch where it computes, run it to completion). Each library is
+imported when its runtime loads: the task imports this module in every env.
+
+Every `run` returns when the outputs are computed, as a caller reading its predictions needs:
+onnxruntime's and PyTorch's CPU calls are synchronous; MXNet's engine is not, so its run waits
+for the output (wait_to_read).
+"""
+import os
+import re
+
+
+class NoTranslation(Exception):
+    """The runtime cannot load the graph: an operator it has no translation for (the message names it)."""
+
+
+class PyTorch:
+    """The exported program (torch.export) in PyTorch itself: the reference. Its graph calls the
+    same ATen kernels as the eager module it was exported from."""
+
+    def load(self, spec):
+        import torch
+
+        torch.set_num_threads(spec.threads)
+        self.torch = torch
+        self.module = torch.export.load(spec.data.program).module()
+        return torch.__version__
+
+    def prepare(self, batch):
+        return self.torch.from_numpy(batch)
+
+    def run(self, inputs):
+        with self.torch.inference_mode():
+            return self.module(inputs)
+
+    def to_numpy(self, outputs):
+        return outputs.numpy()
+
+
+class OnnxRuntime:
+    """An onnxruntime InferenceSession on the CPU, its operators on the run's threads, one at a time."""
+
+    def load(self, spec):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = spec.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        self.session = onnxruntime.InferenceSession(spec.data.onnx, options, providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+        return onnxruntime.__version__
+
+    def prepare(self, batch):
+        return batch
+
+    def run(self, inputs):
+        return self.session.run(None, {self.input_name: inputs})[0]
+
+    def to_numpy(self, outputs):
+        return outputs
+
+
+class MXNet:
+    """MXNet's ONNX importer (mxnet.contrib.onnx.import_to_gluon): a Gluon SymbolBlock,
+    hybridized as the MXNet workload modules are."""
+
+    def load(self, spec):
+        # MXNet's thread pools read these once, when it loads (see dlbench.frameworks.mxnet).
+        os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
+        import mxnet as mx
+        from mxnet.contrib import onnx as onnx_mxnet
+
+        self.mx = mx
+        try:
+            self.net = onnx_mxnet.import_to_gluon(spec.data.onnx, ctx=mx.cpu())
+        except NotImplementedError as err:  # "Operator ConstantOfShape not implemented."
+            operator = re.search(r"Operator (\S+) not implemented", str(err))
+            raise NoTranslation(f"MXNet {mx.__version__}'s ONNX importer (mxnet.contrib.onnx) has no translation of "
+                                f"the operator {operator.group(1) if operator else str(err)}") from err
+        self.net.hybridize(static_alloc=True)
+        return mx.__version__
+
+    def prepare(self, batch):
+        return self.mx.nd.array(batch, dtype=batch.dtype)
+
+    def run(self, inputs):
+        outputs = self.net(inputs)
+        outputs.wait_to_read()
+        return outputs
+
+    def to_numpy(self, outputs):
+        return outputs.asnumpy()
+
+
+RUNTIMES = {"pytorch": PyTorch, "onnxruntime": OnnxRuntime, "mxnet": MXNet}

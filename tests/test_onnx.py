@@ -1,0 +1,86 @@
+"""The ONNX workload: each PyTorch model exported and run in every runtime, its outputs checked
+against PyTorch's; a model whose weights changed fails the check; an operator MXNet's importer
+cannot translate is named in the record."""
+import dataclasses
+import json
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+from dlbench.specs import spec_to_json
+from dlbench.workloads.onnx.definition import RUNTIMES, model_files, source_spec
+from dlbench.workloads.onnx.task import agreement
+from conftest import REPO, venv_python
+from specs import smoke_config, smoke_spec
+
+EXPORT = REPO / "src" / "dlbench" / "workloads" / "onnx" / "scripts" / "export.py"
+SAMPLES = 16
+
+
+def test_agreement_is_the_largest_difference_and_the_share_of_classes_that_agree():
+    reference = np.array([[2.0, 1.0], [0.0, 1.0], [3.0, -1.0], [0.5, 0.4]])
+    outputs = reference + np.array([[0, 0], [0, 0], [0, 0], [0, 0.2]])  # the last one's class flips
+    assert agreement(outputs, reference, "argmax") == pytest.approx((0.2, 0.75))
+    findings = np.array([[1.0, -1.0], [0.1, -0.1]])
+    assert agreement(-findings, findings, "sign") == pytest.approx((2.0, 0.0))
+    assert agreement(findings, findings, "sign") == (0.0, 1.0)
+
+
+def export(model, workdir, out):
+    """The export stage of `model` on the smoke preset's data, its files in `out`."""
+    files = {name: str(out / path.split("/")[-1]) for name, path in dataclasses.asdict(model_files(model)).items()}
+    proc = subprocess.run([venv_python("pytorch"), str(EXPORT), "--spec", spec_to_json(source_spec(smoke_config(), model, 2)),
+                           "--opset", "11", "--samples", str(SAMPLES), *[arg for name, path in files.items()
+                                                                          for arg in (f"--{name}", path)]],
+                          cwd=workdir, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return files
+
+
+def run(model, runtime, files, workdir, tmp_path, **data):
+    """A run of the exported model in a runtime, through the harness; its record."""
+    spec = smoke_spec("onnx", None, model=model, runtime=runtime)
+    spec = dataclasses.replace(spec, data=dataclasses.replace(spec.data, **{**files, **data}))
+    out = tmp_path / f"{model}-{runtime}.json"
+    proc = subprocess.run([venv_python(RUNTIMES[runtime]), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
+                           "--out", str(out)], cwd=workdir, capture_output=True, text=True)
+    assert out.exists(), proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.slow
+def test_the_exported_model_agrees_in_every_runtime_and_a_perturbed_one_fails(smoke_data, tmp_path):
+    files = export("mnist-small", smoke_data, tmp_path)
+    assert np.load(files["inputs"]).shape == (SAMPLES, 1, 28, 28)
+    for runtime in RUNTIMES:
+        record = run("mnist-small", runtime, files, smoke_data, tmp_path)
+        assert record["status"] == "ok", record["error"]
+        assert record["final"]["max_abs_difference"] <= 1e-4 and record["final"]["class_agreement"] == 1.0, runtime
+        assert record["summary"]["samples_per_s"] > 0
+        assert record["environment"]["library_version"], runtime
+    # One weight of the first convolution moved: the graph runs, its outputs are not PyTorch's.
+    perturbed = tmp_path / "perturbed.onnx"
+    subprocess.run([venv_python("pytorch"), "-c", textwrap.dedent(f"""
+        import onnx, numpy as np
+        from onnx import numpy_helper
+        model = onnx.load({files['onnx']!r})
+        weight = model.graph.initializer[0]
+        values = numpy_helper.to_array(weight).copy()
+        values.flat[0] += 5.0
+        weight.CopyFrom(numpy_helper.from_array(values, weight.name))
+        onnx.save(model, {str(perturbed)!r})
+        """)], check=True)
+    record = run("mnist-small", "onnxruntime", files, smoke_data, tmp_path, onnx=str(perturbed))
+    assert record["status"] == "failed"
+    assert "differ from PyTorch's" in record["error"] and "mnist-small in onnxruntime" in record["error"]
+
+
+@pytest.mark.slow
+def test_an_operator_mxnets_importer_cannot_translate_is_named_in_the_record(smoke_data, tmp_path):
+    files = export("imdb-lstm", smoke_data, tmp_path)
+    record = run("imdb-lstm", "mxnet", files, smoke_data, tmp_path)
+    assert record["status"] == "not_applicable"
+    assert "ONNX importer" in record["error"] and "operator ConstantOfShape" in record["error"]
+    assert run("imdb-lstm", "onnxruntime", files, smoke_data, tmp_path)["status"] == "ok"
