@@ -266,22 +266,34 @@ def test_nothing_changed_reruns_nothing(finished):
     assert "Nothing to be done" in dry_run(finished)
 
 
+def onnx_runs(root, model):
+    """The records of an exported model, in every runtime."""
+    return [p for p in all_runs(root, "onnx") if f"model~{model}_" in p]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("setting, workloads", [
-    ("mnist:\n  convergence_epochs: 2\n", ["mnist"]),
-    ("imdb:\n  hidden: 64\n", ["imdb"]),
+@pytest.mark.parametrize("setting, workloads, model", [
+    ("mnist:\n  convergence_epochs: 2\n", ["mnist"], "mnist-small"),
+    ("imdb:\n  hidden: 64\n", ["imdb"], "imdb-lstm"),
     # the batch of training, the loaders and the image libraries' runs alike
-    ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader", "chestxray-preprocess", "chestxray-decode"]),
-    ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"]),
+    ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader", "chestxray-preprocess", "chestxray-decode"],
+     "densenet121"),
+    ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"], "mnist-small"),
+    ("onnx:\n  tolerance: 1.0e-4\n", [], None),
 ])
-def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp_path, setting, workloads):
+def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp_path, setting, workloads, model):
+    """A workload's setting also changes the model its PyTorch runs train, hence that model's
+    export and its runs in every runtime (the onnx workload)."""
     extra = tmp_path / "change.yaml"
     extra.write_text(setting)
     out = dry_run(finished, "--configfile", "presets/smoke.yaml", str(extra))
-    assert planned_runs(out) == sorted(p for w in workloads for p in all_runs(finished, w))
+    exported = onnx_runs(finished, model) if model else all_runs(finished, "onnx")
+    assert planned_runs(out) == sorted([p for w in workloads for p in all_runs(finished, w)] + exported)
     counts = job_counts(out)
-    assert counts["aggregate"] == len(workloads)
-    assert set(counts) == {"train", "aggregate", f"plot_{workloads[0]}", "headline", "all"}
+    assert counts["aggregate"] == len(workloads) + 1
+    assert counts.get("onnx_export") == (1 if model else None)
+    assert set(counts) - {"onnx_export"} == {"train", "aggregate", *(f"plot_{w}" for w in workloads[:1]), "plot_onnx",
+                                             "headline", "all"}
 
 
 @pytest.mark.slow
@@ -314,11 +326,22 @@ def test_a_framework_backend_reruns_the_runs_that_use_it(finished, backend, fram
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("module", ["task.py", "definition.py"])
-def test_shared_workload_code_reruns_every_run_of_that_workload(finished, module):
+@pytest.mark.parametrize("module, exported", [("task.py", True), ("definition.py", False)])
+def test_shared_workload_code_reruns_every_run_of_that_workload(finished, module, exported):
+    """The task is also the exported LSTM's (its export imports it); the definition only builds specs."""
     with edited(finished / "src" / "dlbench" / "workloads" / "imdb" / module):
         out = dry_run(finished)
-    assert planned_runs(out) == all_runs(finished, "imdb")
+    assert planned_runs(out) == sorted(all_runs(finished, "imdb") + (onnx_runs(finished, "imdb-lstm") if exported else []))
+
+
+@pytest.mark.slow
+def test_a_runtime_reruns_the_exported_models_runs_and_a_pytorch_model_its_export(finished):
+    with edited(finished / "src" / "dlbench" / "workloads" / "onnx" / "runtimes.py"):
+        assert planned_runs(dry_run(finished)) == all_runs(finished, "onnx")
+    with edited(finished / "src" / "dlbench" / "workloads" / "mnist" / "pytorch.py"):
+        out = dry_run(finished)
+    assert job_counts(out)["onnx_export"] == 1
+    assert planned_runs(out) == sorted(all_runs(finished, "mnist", "pytorch") + onnx_runs(finished, "mnist-small"))
 
 
 @pytest.mark.slow
@@ -333,8 +356,8 @@ def test_the_shared_harness_reruns_every_run(finished):
 @pytest.mark.slow
 @pytest.mark.parametrize("code, expected", [
     ("src/dlbench/workloads/imdb/scripts/plot.py", {"plot_imdb": 1, "all": 1}),
-    ("src/dlbench/tables.py", {"aggregate": 6, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "headline": 1,
-                               "all": 1}),
+    ("src/dlbench/tables.py", {"aggregate": 7, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "plot_onnx": 1,
+                               "headline": 1, "all": 1}),
 ])
 def test_report_code_reruns_only_tables_and_figures(finished, code, expected):
     with edited(finished / code):
@@ -345,8 +368,9 @@ def test_report_code_reruns_only_tables_and_figures(finished, code, expected):
 def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(finished):
     with edited(finished / "envs" / "mxnet.yaml"):
         out = dry_run(finished)
-    assert job_counts(out) == {"build_venv": 1, "train": 10, "aggregate": 4, "plot_mnist": 1, "plot_imdb": 1,
-                               "plot_chestxray": 1, "headline": 1, "all": 1}
+    # MXNet's training runs, and the exported models in MXNet's importer
+    assert job_counts(out) == {"build_venv": 1, "train": 10 + 3, "aggregate": 5, "plot_mnist": 1, "plot_imdb": 1,
+                               "plot_chestxray": 1, "plot_onnx": 1, "headline": 1, "all": 1}
     assert all("/mxnet/" in path for path in planned_runs(out))
 
 

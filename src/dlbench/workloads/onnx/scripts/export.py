@@ -11,11 +11,25 @@ import numpy as np
 import torch
 
 from dlbench import numerics
-from dlbench.parity import train_losses, workload_for
+from dlbench.clock import run_order
+from dlbench.protocol import backend_of, workload_class
 from dlbench.specs import spec_from_dict
 
 MAX_BATCH = 4096  # the exported program's largest batch
 EXAMPLE_BATCH = 2  # the example batch of the export (its batch axis is dynamic)
+
+
+def train(spec):
+    """The PyTorch workload of `spec` on the CPU, from the shared start, trained for the spec's
+    convergence steps on the run's order (the first steps of every run of that spec); its losses."""
+    backend = backend_of(spec)
+    workload = workload_class(spec)(spec, backend.setup(spec, "cpu", 0), backend)
+    workload.build()
+    steps = spec.convergence.steps
+    order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, max(steps, 1))
+    batches = workload.batches(workload.placement.local(order), epochs)
+    losses = [backend.to_float(workload.train_step(batch)) for batch, _ in zip(batches, range(steps))]
+    return workload, losses
 
 
 def main():
@@ -28,10 +42,7 @@ def main():
     args = parser.parse_args()
     spec = spec_from_dict(json.loads(args.spec))
     numerics.apply(spec.numerics)
-    workload = workload_for(spec)
-    workload.build()  # the shared start
-    # The convergence segment of its training runs: the same steps, on the same order.
-    losses = train_losses(workload, spec.convergence.steps) if spec.convergence.steps else []
+    workload, losses = train(spec)
     model = workload.model.eval()
     inputs = np.ascontiguousarray(workload.test_inputs()[:args.samples])
     example = torch.from_numpy(inputs[:EXAMPLE_BATCH])
