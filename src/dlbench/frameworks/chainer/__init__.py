@@ -24,11 +24,12 @@ import numpy as np
 
 from dlbench.contract import FrameworkError, Placement
 from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
 from dlbench.numerics import denormals, flushed
 from dlbench.record import gpus
 
 STRATEGIES = ("single", *FRAMEWORKS["chainer"].strategies)
-RANK_MODULE = "dlbench.frameworks.chainer.ranks"
+RANK_MODULE = ranks.__name__  # what each MPI process runs
 ARGS_FILE = "chainermn-args.json"  # beside the run's result file, in the harness's folder
 STDERR_TAIL = 3000  # characters of the ranks' error output a failed launch reports
 
