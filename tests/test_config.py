@@ -24,7 +24,7 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),
         ({"mnist": {"strategies": {"pytorch": ["horovod"]}}},
          "config mnist.strategies.pytorch: unknown strategy 'horovod'"),
-        ({"chestxray": {"weights": {"chainer": "w.npz"}}}, "config chestxray.weights: unknown framework 'chainer'"),
+        ({"chestxray": {"weights": {"theano": "w.npz"}}}, "config chestxray.weights: unknown framework 'theano'"),
         ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
         ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
         # one word per meaning: an old key name stops, naming the new one

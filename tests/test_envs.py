@@ -26,6 +26,7 @@ def test_known_pins_of_these_machines():
     assert "torch==2.13.0" in pins["pytorch"]
     assert "tensorflow==2.21.0" in pins["tensorflow"]
     assert {"mxnet==1.9.1", "numpy==1.23.5"} <= set(pins["mxnet"])
+    assert {"chainer==7.8.1", "numpy==1.23.5"} <= set(pins["chainer"])
 
 
 def test_hash_follows_the_content(tmp_path):

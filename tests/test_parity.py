@@ -36,9 +36,9 @@ CASES = {
     "densenet121": ("chestxray", {}, lambda rng: rng.standard_normal((2, 3, 224, 224), np.float32), 2e-5,
                     6_968_206),
 }
-# PyTorch's and MXNet's LSTMs have two bias vectors (input and recurrent), the others one: the
+# PyTorch's, MXNet's and Chainer's LSTMs have two bias vectors (input and recurrent), the others one: the
 # documented difference of 4 x hidden (the conversion loads the sum of PyTorch's two).
-TWO_BIAS_LSTM = {"pytorch", "mxnet"}
+TWO_BIAS_LSTM = {"pytorch", "mxnet", "chainer"}
 LSTM_HIDDEN = 128
 
 
@@ -119,7 +119,7 @@ def test_the_same_weights_give_the_same_outputs_in_every_framework(case, tmp_pat
 # 1e-12 the seven MNIST curves agree within 1e-5 (measured). Neither stock optimizer offers the
 # other's form, so each framework keeps its own and the forms are compared apart.
 ADAM_FORM = {"pytorch": "kingma-ba", "jax": "kingma-ba", "tensorflow": "eps-hat", "mxnet": "eps-hat",
-             "keras-tensorflow": "eps-hat", "keras-jax": "eps-hat", "keras-torch": "eps-hat"}
+             "keras-tensorflow": "eps-hat", "keras-jax": "eps-hat", "keras-torch": "eps-hat", "chainer": "eps-hat"}
 
 # (workload, grid row, steps, tolerance across every framework, tolerance between frameworks of the
 # same Adam form and LSTM, relative to the loss). The first step's loss (the same weights, the

@@ -40,13 +40,14 @@ RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.
 SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "onnx_export": 3}
 PARAMETERS = {("mnist", "small"): 402_442, "densenet121": 6_968_206}  # the large model: tests/test_parity.py
 # Embedding 5000x128, LSTM 128, Dense 2. Keras' and Flax's LSTMs have one bias vector,
-# PyTorch's and MXNet's two (input and recurrent): the documented difference of 4 x hidden.
-IMDB_PARAMETERS = {**dict.fromkeys(FRAMEWORKS, 772_354 - 4 * 128), "pytorch": 772_354, "mxnet": 772_354}
+# PyTorch's, MXNet's and Chainer's two (input and recurrent): the documented difference of 4 x hidden.
+IMDB_PARAMETERS = {**dict.fromkeys(FRAMEWORKS, 772_354 - 4 * 128), "pytorch": 772_354, "mxnet": 772_354,
+                   "chainer": 772_354}
 
 
 # the framework's distribution in the run's package list
 DISTRIBUTIONS = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet", "keras-tensorflow": "keras",
-                 "keras-jax": "keras", "keras-torch": "keras", "jax": "jax"}
+                 "keras-jax": "keras", "keras-torch": "keras", "jax": "jax", "chainer": "chainer"}
 
 
 def not_applicable_here(record):

@@ -26,6 +26,7 @@ FRAMEWORKS = {
     "keras-jax": Framework("keras", ("data-parallel",), engine="jax"),
     "keras-torch": Framework("keras", ("data-parallel",), engine="pytorch"),
     "jax": Framework("jax", ("sharding",)),
+    "chainer": Framework("chainer", ("chainermn",)),
 }
 
 

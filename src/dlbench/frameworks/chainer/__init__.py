@@ -1,0 +1,199 @@
+"""Chainer's backend: devices, processes, threads and the sync (the contract: dlbench.contract).
+What the Chainer workload modules share is beside it: the optimizer and the step (step.py),
+chainer.iterators over the run's order (loaders.py).
+
+Strategies: "single" (one process, one device) and "chainermn" (data parallel over N MPI
+processes, one device each: `launch` runs `mpiexec -n N` of `dlbench.frameworks.chainer.ranks`,
+each rank calls the protocol's target with its MPI rank; ChainerMN's multi-node optimizer
+averages the ranks' gradients with MPI allreduce, 'naive' communicator on CPUs, 'pure_nccl' on
+GPUs). A single run never imports mpi4py, so it needs no MPI.
+
+Chainer computes on the CPU with numpy (no iDeep in this environment): its threads are numpy's
+BLAS pool, set at run time through threadpoolctl (numpy is loaded before `setup`, so the
+OPENBLAS_NUM_THREADS variable would come too late); the run's threads split over the processes,
+as PyTorch's DDP processes do.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.contract import FrameworkError, Placement
+from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
+from dlbench.numerics import denormals, flushed
+from dlbench.record import gpus
+
+STRATEGIES = ("single", *FRAMEWORKS["chainer"].strategies)
+RANK_MODULE = ranks.__name__  # what each MPI process runs
+ARGS_FILE = "chainermn-args.json"  # beside the run's result file, in the harness's folder
+STDERR_TAIL = 3000  # characters of the ranks' error output a failed launch reports
+
+
+def version():
+    import chainer
+
+    return chainer.__version__
+
+
+def visible_gpus():
+    """GPUs this environment's Chainer can use: none without CuPy."""
+    from chainer.backends import cuda
+
+    if not cuda.available:
+        return 0
+    return cuda.cupy.cuda.runtime.getDeviceCount()
+
+
+def check(spec, device_kind):
+    if spec.strategy not in STRATEGIES:
+        raise ValueError(f"unknown Chainer strategy {spec.strategy!r}, expected one of {STRATEGIES}")
+    if spec.strategy == "single" and spec.devices != 1:
+        raise ValueError(f"strategy single runs on one device, not {spec.devices}")
+
+
+def mpiexec():
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise FrameworkError("chainermn runs its processes with mpiexec, which is not on PATH: install an MPI "
+                             "(Debian: apt-get install mpich libmpich-dev) and build mpi4py against it "
+                             "(envs/chainer.yaml)")
+    return found
+
+
+def launch(spec, target, args):
+    """target(rank, *args) here (single, or one device), or in each of N MPI processes
+    (chainermn): `mpiexec -n N python -m dlbench.frameworks.chainer.ranks ARGS_FILE`. The
+    target (a module-level function) and its JSON arguments go through a file beside the
+    result file (args[1]); the ranks' output passes through to this process's."""
+    if spec.strategy != "chainermn" or spec.devices == 1:
+        target(0, *args)
+        return
+    args_file = Path(args[1]).resolve().parent / ARGS_FILE
+    args_file.write_text(json.dumps({"target": f"{target.__module__}:{target.__qualname__}", "args": list(args)}))
+    command = [mpiexec(), "-n", str(spec.devices), sys.executable, "-m", RANK_MODULE, str(args_file)]
+    proc = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
+    sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        raise FrameworkError(f"{' '.join(command)} exited with {proc.returncode} (the ranks' exit codes, "
+                             f"as mpiexec reports them); the end of their error output:\n"
+                             f"{proc.stderr[-STDERR_TAIL:]}")
+
+
+def setup(spec, device_kind, rank):
+    import chainer
+    from threadpoolctl import threadpool_limits
+
+    processes = spec.devices if spec.strategy == "chainermn" else 1
+    threads = max(1, spec.threads // processes)
+    threadpool_limits(limits=threads, user_api="blas")  # numpy's BLAS pool, for the rest of the process
+    handles = {"strategy": spec.strategy, "iterators": [], "communicator": None}
+    if processes > 1:
+        import chainermn
+
+        handles["communicator"] = chainermn.create_communicator("pure_nccl" if device_kind == "gpu" else "naive")
+        comm = handles["communicator"]
+        if comm.size != processes or comm.rank != rank:
+            raise FrameworkError(f"MPI gives rank {comm.rank} of {comm.size}, the run asked for rank {rank} of "
+                                 f"{processes} processes: start chainermn runs through launch (mpiexec)")
+        local = comm.intra_rank
+    else:
+        local = 0
+    handles["device"] = chainer.get_device(f"@cupy:{local}" if device_kind == "gpu" else "@numpy")
+    handles["device"].use()
+    return Placement(rank=rank, processes=processes, device_kind=device_kind, local_devices=1, threads=threads,
+                     handles=handles)
+
+
+def device(placement):
+    return placement.handles["device"]
+
+
+def communicator(placement):
+    """The ChainerMN communicator of a chainermn run of more than one process, else None."""
+    return placement.handles["communicator"]
+
+
+# --- the protocol's calls ---------------------------------------------------------------------
+
+def barrier(placement):
+    if communicator(placement) is not None:
+        communicator(placement).mpi_comm.Barrier()
+
+
+def sync(placement, pending):
+    """On the CPU nothing is queued: Chainer's functions run numpy, which returns when the work
+    is done. On a GPU, CuPy's kernels are asynchronous: wait for the device."""
+    if placement.device_kind == "gpu":
+        from chainer.backends import cuda
+
+        cuda.cupy.cuda.Device().synchronize()
+    barrier(placement)
+
+
+def to_float(value):
+    return float(value)  # a 0-d numpy (or CuPy) array: CuPy copies it to the host
+
+
+def mean_over_processes(value, placement):
+    comm = communicator(placement)
+    if comm is None:
+        return value
+    from mpi4py import MPI
+
+    return comm.mpi_comm.allreduce(float(value), op=MPI.SUM) / placement.processes
+
+
+def gpu_allocator_peak(placement):
+    """CuPy's memory pool keeps what it took: its used bytes at the end are its peak in use."""
+    if placement.device_kind != "gpu":
+        return {}
+    from chainer.backends import cuda
+
+    return {"cupy.get_default_memory_pool().used_bytes": cuda.cupy.get_default_memory_pool().used_bytes()}
+
+
+def blas():
+    """numpy's BLAS libraries and their threads, as threadpoolctl reads them."""
+    from threadpoolctl import threadpool_info
+
+    return [{key: pool.get(key) for key in ("internal_api", "version", "num_threads", "threading_layer",
+                                            "architecture")} for pool in threadpool_info()]
+
+
+def describe(placement):
+    import chainer
+    from chainer.backends import intel64
+
+    gpu = placement.device_kind == "gpu"
+    return {
+        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+                   "names": [g["name"] for g in gpus()[:placement.processes]] if gpu else []},
+        "threads": {"blas_threads": placement.threads, "processes": placement.processes},
+        "framework_cpu": {"numpy": np.__version__, "blas": reported(blas),
+                          "ideep_available": reported(intel64.is_ideep_available),
+                          "use_ideep": reported(lambda: chainer.config.use_ideep),
+                          "dtype": reported(lambda: str(chainer.config.dtype))},
+    }
+
+
+def flushes_denormals():
+    """Denormal float32s times one in Chainer's multiplication on the CPU (2**20 of them: the
+    function that a Variable's * runs, numpy's multiply underneath)."""
+    import chainer
+
+    inputs = denormals()
+    return flushed((chainer.Variable(inputs) * np.ones_like(inputs)).array)
+
+
+def teardown(placement):
+    """Stop the iterators' worker processes (the protocol ends with os._exit, which would leave
+    them); then no rank leaves while another still talks to it."""
+    for iterator in placement.handles["iterators"]:
+        iterator.finalize()
+    placement.handles["iterators"].clear()
+    barrier(placement)
