@@ -22,8 +22,8 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"device": "tpu"}, "device"),
         # checked against the one list of frameworks (src/dlbench/frameworks/__init__.py)
         ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),
-        ({"mnist": {"strategies": {"pytorch": ["horovod"]}}},
-         "config mnist.strategies.pytorch: unknown strategy 'horovod'"),
+        ({"mnist": {"strategies": {"pytorch": ["parameter-server"]}}},
+         "config mnist.strategies.pytorch: unknown strategy 'parameter-server'"),
         ({"chestxray": {"weights": {"theano": "w.npz"}}}, "config chestxray.weights: unknown framework 'theano'"),
         ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
         ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),

@@ -54,8 +54,9 @@ def not_applicable_here(record):
     """What a CPU-only machine records as not applicable, with the reason."""
     spec = record["spec"]
     if record["workload"] == "mnist":
-        # DataParallel needs GPUs; Keras' distribution API has no torch backend
-        return spec["strategy"] == "dp" or (record["framework"] == "keras-torch" and spec["devices"] > 1)
+        # DataParallel needs GPUs; Keras' distribution API has no torch backend; Horovod does not build
+        return (spec["strategy"] in ("dp", "horovod")
+                or (record["framework"] == "keras-torch" and spec["devices"] > 1))
     if record["workload"] == "imdb":
         return spec["grad"] == "sparse" and record["framework"] != "pytorch"
     return False
@@ -112,6 +113,8 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
     for run in runs:
         if not_applicable_here(run):
             assert run["status"] == "not_applicable" and run["error"], run["run_id"]
+            if run["spec"]["strategy"] == "horovod":  # the build's failure, named
+                assert "Horovod 0.28.1" in run["error"] and "does not build" in run["error"]
             continue
         assert run["status"] == "ok", run["error"]
         # the smoke preset: one calibration unit (the warm-up, capped at 1) and one steady unit

@@ -27,11 +27,11 @@ import traceback
 import keras
 import tensorflow as tf
 
-from dlbench.frameworks import reported
+from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import Placement
+from dlbench.contract import NotApplicable, Placement
 
-STRATEGIES = ("single", "mirrored", "multiworker")
+STRATEGIES = ("single", *FRAMEWORKS["tensorflow"].strategies)
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
 MEMORY_MEASURE = "tf.config.experimental.get_memory_info(GPU:0).peak"
 
@@ -44,11 +44,20 @@ def visible_gpus():
     return len(tf.config.list_physical_devices("GPU"))  # lists them without starting the runtime
 
 
+# Tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see README, "Horovod").
+HOROVOD_BUILD = ("Horovod 0.28.1 (its last release) does not build against tensorflow 2.21.0: its XLA ops "
+                 "(horovod/tensorflow/xla_mpi_ops.cc, always built) include tensorflow/compiler/xla/client/"
+                 "xla_builder.h, which TensorFlow 2.21 moved to xla/hlo/builder/, and xla/printer.h needs "
+                 "highwayhash headers outside TensorFlow's include flags")
+
+
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown TensorFlow strategy {spec.strategy!r}, expected one of {STRATEGIES}")
     if spec.strategy == "single" and spec.devices != 1:
         raise ValueError("the single strategy runs on one device")
+    if spec.strategy == "horovod":
+        raise NotApplicable(HOROVOD_BUILD)
 
 
 # --- processes -----------------------------------------------------------------------------------
