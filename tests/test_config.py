@@ -5,7 +5,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import REPO, snakemake
+from conftest import REPO, copy_workflow, snakemake
 
 
 def run_with(tmp_path, overrides, *args, cwd=REPO):
@@ -44,10 +44,11 @@ def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, nam
     assert named in proc.stdout + proc.stderr
 
 
-def test_bad_config_stops_before_any_job(tmp_path, workflow_copy):
-    proc = run_with(tmp_path, {"mnist": {"batches": [0]}}, "--cores", "1", cwd=workflow_copy)
+def test_bad_config_stops_before_any_job(tmp_path):
+    fresh = copy_workflow(tmp_path / "fresh")  # the session's copy may hold other tests' results
+    proc = run_with(tmp_path, {"mnist": {"batches": [0]}}, "--cores", "1", cwd=fresh)
     assert proc.returncode != 0
-    assert not (workflow_copy / "results").exists()
+    assert not (fresh / "results").exists()
 
 
 def test_defaults_fill_what_a_preset_leaves_out():
