@@ -304,8 +304,9 @@ def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp
 def test_a_framework_module_reruns_that_framework_s_runs_of_that_workload(finished):
     with edited(finished / "src" / "dlbench" / "workloads" / "mnist" / "tensorflow.py"):
         out = dry_run(finished)
-    assert planned_runs(out) == all_runs(finished, "mnist", "tensorflow")
-    assert job_counts(out) == {"train": 3, "aggregate": 1, "plot_mnist": 1, "headline": 1, "all": 1}
+    planned = all_runs(finished, "mnist", "tensorflow")
+    assert planned_runs(out) == planned
+    assert job_counts(out) == {"train": len(planned), "aggregate": 1, "plot_mnist": 1, "headline": 1, "all": 1}
 
 
 @pytest.mark.slow
