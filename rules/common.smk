@@ -64,11 +64,11 @@ def run_python(wildcards, input):
     return "python" if USE_CONDA else input.python
 
 
-def script_inputs(script):
+def script_inputs(script, modules=()):
     """A script (a name under scripts/, or a path: a workload's scripts/) and the dlbench modules
-    it imports: inputs of the job that runs it."""
+    it imports (and `modules`, which it imports by name): inputs of the job that runs it."""
     path = SCRIPTS / script
-    return {"script": str(path), "code": code_files(SRC, scripts=[path])}
+    return {"script": str(path), "code": code_files(SRC, scripts=[path], modules=modules)}
 
 
 def run_code(spec):

@@ -16,10 +16,9 @@ rule onnx_export:
         inputs=f"{ONNX_DATA}/{{model}}-inputs.npy",
         reference=f"{ONNX_DATA}/{{model}}-reference.npy",
     input:
+        unpack(lambda wildcards: script_inputs(ONNX_SCRIPTS / "export.py",
+                                               [workload_module(ONNX_SOURCES[wildcards.model].workload, "pytorch")])),
         data=lambda wildcards: spec_data(ONNX_SOURCES[wildcards.model]),
-        script=str(ONNX_SCRIPTS / "export.py"),
-        code=lambda wildcards: code_files(SRC, scripts=[ONNX_SCRIPTS / "export.py"],
-                                          modules=[workload_module(ONNX_SOURCES[wildcards.model].workload, "pytorch")]),
         python=env_input("pytorch"),
     params:
         python=run_python,

@@ -9,9 +9,7 @@ for the output (wait_to_read).
 import os
 import re
 
-
-class NoTranslation(Exception):
-    """The runtime cannot load the graph: an operator it has no translation for (the message names it)."""
+from dlbench.contract import NotApplicable
 
 
 class PyTorch:
@@ -76,7 +74,7 @@ class MXNet:
             self.net = onnx_mxnet.import_to_gluon(spec.data.onnx, ctx=mx.cpu())
         except NotImplementedError as err:  # "Operator ConstantOfShape not implemented."
             operator = re.search(r"Operator (\S+) not implemented", str(err))
-            raise NoTranslation(f"MXNet {mx.__version__}'s ONNX importer (mxnet.contrib.onnx) has no translation of "
+            raise NotApplicable(f"MXNet {mx.__version__}'s ONNX importer (mxnet.contrib.onnx) has no translation of "
                                 f"the operator {operator.group(1) if operator else str(err)}") from err
         self.net.hybridize(static_alloc=True)
         return mx.__version__
