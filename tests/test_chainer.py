@@ -93,6 +93,9 @@ def test_chainer_trains_the_smoke_config_with_falling_loss_and_a_valid_record(wo
     assert record["status"] == "ok", record.get("error")
     assert record["environment"]["framework_version"] == "7.8.1"
     assert record["threads"]["processes"] == spec.devices
+    # numpy's BLAS runs the kernels envs/chainer.yaml names (OPENBLAS_CORETYPE), and the record says so
+    blas = record["environment"]["framework_cpu"]["blas"]
+    assert [pool["architecture"] for pool in blas if pool["internal_api"] == "openblas"] == ["Haswell"]
     if workload == "chestxray-loader":
         return  # no model, no loss
     losses = [block["loss"] for block in record["segments"] + record["units"]]
