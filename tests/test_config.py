@@ -26,6 +26,10 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
          "config mnist.strategies.pytorch: unknown strategy 'parameter-server'"),
         ({"chestxray": {"weights": {"theano": "w.npz"}}}, "config chestxray.weights: unknown framework 'theano'"),
         ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
+        # ImageNet weights are DenseNet-121's; the default trains DenseNet-45
+        ({"chestxray": {"blocks": [2, 4, 8, 6], "weights": {"mxnet": "densenet121.params"}}},
+         "config chestxray.weights (mxnet): ImageNet weights are DenseNet-121's; chestxray.blocks is [2, 4, 8, 6]"),
+        ({"chestxray": {"blocks": [6, 12, 24]}}, "blocks"),
         ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
         # one word per meaning: an old key name stops, naming the new one
         ({"chestxray": {"preprocess": {"backends": ["pillow"]}}},

@@ -19,6 +19,7 @@ import pytest
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import spec_to_json
 from dlbench.weights import initial_weights
+from dlbench.workloads.chestxray.definition import densenet
 from conftest import REPO, venv_python
 from specs import smoke_spec
 
@@ -35,7 +36,18 @@ CASES = {
     "imdb-lstm": ("imdb", {}, lambda rng: rng.integers(0, 5000, (4, 100)).astype(np.int64), 1e-4, 772_354),
     "densenet121": ("chestxray", {}, lambda rng: rng.standard_normal((2, 3, 224, 224), np.float32), 2e-5,
                     6_968_206),
+    # the default's DenseNet-45 (config chestxray.blocks): each framework builds any four blocks
+    "densenet45": ("chestxray", {"blocks": (2, 4, 8, 6)}, lambda rng: rng.standard_normal((2, 3, 224, 224), np.float32),
+                   2e-5, 1_342_798),
 }
+
+
+def case_spec(workload, framework, row):
+    """The smoke spec of a case's grid row; "blocks" replaces the DenseNet's blocks."""
+    row = dict(row)
+    blocks = row.pop("blocks", None)
+    spec = smoke_spec(workload, framework, **row)
+    return spec if blocks is None else dataclasses.replace(spec, model=densenet(blocks))
 # PyTorch's, MXNet's and Chainer's LSTMs have two bias vectors (input and recurrent), the others one: the
 # documented difference of 4 x hidden (the conversion loads the sum of PyTorch's two).
 TWO_BIAS_LSTM = {"pytorch", "mxnet", "chainer"}
@@ -56,7 +68,7 @@ def test_the_shared_start_is_pytorchs_state_dict_and_initialisation(case, tmp_pa
     """The same names in the same order, shapes and dtypes as the PyTorch module's state dict,
     and its initialisation's distributions (compared on every array of 1,000 values or more)."""
     workload, row, make_inputs, _, _ = CASES[case]
-    spec = smoke_spec(workload, "pytorch", **row)
+    spec = case_spec(workload, "pytorch", row)
     (tmp_path / "spec.json").write_text(spec_to_json(spec))
     np.save(tmp_path / "inputs.npy", make_inputs(np.random.default_rng(0)))
     parity("pytorch", tmp_path / "spec.json", tmp_path / "inputs.npy", tmp_path / "out.npy", "--dump-weights",
@@ -84,8 +96,8 @@ def test_the_same_weights_give_the_same_outputs_in_every_framework(case, tmp_pat
     specs = {}
     for framework in FRAMEWORKS:
         specs[framework] = tmp_path / f"{framework}.json"
-        specs[framework].write_text(spec_to_json(smoke_spec(workload, framework, **row)))
-    weights = initial_weights(smoke_spec(workload, "pytorch", **row))
+        specs[framework].write_text(spec_to_json(case_spec(workload, framework, row)))
+    weights = initial_weights(case_spec(workload, "pytorch", row))
     for name, value in weights.items():  # statistics a trained network would have, not 0 and 1
         if name.endswith("running_mean"):
             weights[name] = rng.normal(0, 0.1, value.shape).astype(np.float32)

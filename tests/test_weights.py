@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dlbench.contract import Workload
-from dlbench.workloads.chestxray.definition import DENSENET121
+from dlbench.workloads.chestxray.definition import DENSENET121, densenet, densenet_name
 from dlbench.weights import initial_weights, weights_sha256
 from specs import smoke_spec
 
@@ -83,6 +83,12 @@ def test_densenet_names_follow_the_specs_structure_and_draw_quickly():
                      "features.denseblock2.denselayer2.conv1.weight", "features.denseblock2.denselayer3.conv1.weight"]
     assert small["features.transition1.conv.weight"].shape == (16, 32, 1, 1)  # (16 + 2 x 8) x 0.5
     assert small["classifier.weight"].shape == (3, 16 + 3 * 8)
+
+
+def test_a_densenet_is_named_by_its_layers_as_the_paper_counts_them():
+    assert densenet_name(DENSENET121) == "DenseNet-121" and densenet((6, 12, 24, 16)) == DENSENET121
+    assert densenet_name(densenet((2, 4, 8, 6))) == "DenseNet-45"  # the default's (config.yaml)
+    assert densenet_name(densenet((6, 12, 32, 32))) == "DenseNet-169"
 
 
 def test_a_workload_without_a_model_has_no_weights():

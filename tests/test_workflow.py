@@ -281,7 +281,7 @@ def onnx_runs(root, model):
     ("imdb:\n  hidden: 64\n", ["imdb"], "imdb-lstm"),
     # the batch of training, the loaders and the image libraries' runs alike
     ("chestxray:\n  batch: 4\n", ["chestxray", "chestxray-loader", "chestxray-preprocess", "chestxray-decode"],
-     "densenet121"),
+     "densenet"),
     ("mnist:\n  optimizer: {lr: 0.002}\n", ["mnist"], "mnist-small"),
     ("onnx:\n  tolerance: 1.0e-4\n", [], None),
 ])

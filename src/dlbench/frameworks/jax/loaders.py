@@ -66,7 +66,11 @@ class _GatedSource:
     warm-up: one empty element per worker, consumed when the feed starts, so that every worker
     process has started (and imported its modules) before the run."""
 
-    POLL_S = 0.001
+    # A waiting worker polls every 1 ms at first, backing off to 50 ms. At 1 ms throughout, a
+    # loop like this one took 7% of a core (0.2 s of CPU in 3 s, 870 wake-ups a second, measured),
+    # and a ChestX-ray run's two workers wait so beside its training, which gives them no round
+    # until its evaluation.
+    FIRST_POLL_S, LAST_POLL_S = 0.001, 0.05
 
     def __init__(self, folder, sizes, load, warmup):
         self.folder, self.load, self.parent = folder, load, os.getpid()
@@ -79,12 +83,14 @@ class _GatedSource:
     def _payload(self, r):
         if r not in self.cache:
             path = os.path.join(self.folder, f"round-{r}.npz")
+            poll_s = self.FIRST_POLL_S
             while not os.path.exists(path):
                 if os.path.exists(os.path.join(self.folder, "closed")):
                     raise RuntimeError("the loader was closed")
                 if os.getppid() != self.parent:  # the training process is gone
                     os._exit(1)
-                time.sleep(self.POLL_S)
+                time.sleep(poll_s)
+                poll_s = min(2 * poll_s, self.LAST_POLL_S)
             with np.load(path) as arrays:  # one round at a time
                 self.cache = {r: tuple(arrays[f"arr_{i}"] for i in range(len(arrays.files)))}
         return self.cache[r]

@@ -10,6 +10,9 @@ What each works around:
 - fit_epoch_iterator: the loader benchmark reads a PyDataset as fit does, without a model:
   through the backend's epoch iterator (keras/src/backend/<backend>/trainer.py:
   JAXEpochIterator, TorchEpochIterator), which Keras does not export.
+- densenet: keras.applications exports DenseNet-121, -169 and -201 only; the builder they call
+  (keras/src/applications/densenet.py: DenseNet(blocks, ...)) builds any four dense blocks with
+  the same layers and names, e.g. the default's smaller DenseNet (config chestxray.blocks).
 """
 import gc
 import queue
@@ -47,3 +50,10 @@ def fit_epoch_iterator(dataset):
     iterator = EpochIterator(x=dataset, shuffle=False)
     iterator.reset()
     return iterator
+
+
+def densenet(blocks, **kwargs):
+    """keras.applications' DenseNet with `blocks` dense layers in its four blocks."""
+    from keras.src.applications.densenet import DenseNet
+
+    return DenseNet(list(blocks), **kwargs)

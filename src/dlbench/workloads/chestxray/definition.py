@@ -1,4 +1,4 @@
-"""ChestX-ray14 as the workflow knows it (pure: no framework, no data): the specs of DenseNet-121
+"""ChestX-ray14 as the workflow knows it (pure: no framework, no data): the specs of DenseNet
 training, of the framework loaders' benchmark and of the image libraries' benchmarks
 (preprocessing, decoding: runs of no framework), their grids, DenseNet's initial weights, the
 figures and the config checks. dlbench.workloads says what a definition holds."""
@@ -25,6 +25,18 @@ class DenseNetModel:
 
 DENSENET121 = DenseNetModel(classes=14, blocks=(6, 12, 24, 16), growth=32, bottleneck=4, compression=0.5,
                             init_features=64)
+
+
+def densenet(blocks):
+    """DenseNet-121's architecture (growth 32, bottleneck 4, compression 0.5, 64 initial
+    features, 14 findings) with `blocks` dense layers in its four dense blocks."""
+    return dataclasses.replace(DENSENET121, blocks=tuple(blocks))
+
+
+def densenet_name(model):
+    """DenseNet-<layers>, counted as the paper counts them: the first convolution, two per
+    dense layer, one per transition and the classifier (DenseNet-121 for 6-12-24-16)."""
+    return f"DenseNet-{2 * sum(model.blocks) + len(model.blocks) + 1}"
 
 
 @dataclass(frozen=True)
@@ -161,7 +173,7 @@ def spec(config, row, threads):
     return ChestXraySpec(
         **run_fields(config, chestxray, "chestxray", row, COLUMNS, threads, convergence_steps(chestxray),
                      batch=chestxray["batch"]),
-        model=DENSENET121, input=row["input"], workers=chestxray["workers"],
+        model=densenet(chestxray["blocks"]), input=row["input"], workers=chestxray["workers"],
         optimizer=Adam(**chestxray["optimizer"]), weights=chestxray["weights"][row["framework"]],
         data=data(config))
 
@@ -238,7 +250,7 @@ RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights
                    subject="library", environment=library_env))
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
-TARGET = None   # DenseNet-121 learns nothing in minutes on two cores: throughput only
+TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput only
 # One word per meaning: an image library is not a backend; `batch` is a run's batch; a run set's
 # own keys are in its section (its `workers`, its `images` per epoch).
 RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch", "loader_workers": "loader.workers",
@@ -261,3 +273,7 @@ def check(config):
         if framework not in FRAMEWORKS:
             raise ConfigError(f"config chestxray.weights: unknown framework {framework!r}")
     chestxray["weights"] = {fw: weights.get(fw) for fw in FRAMEWORKS}
+    given = sorted(fw for fw, path in chestxray["weights"].items() if path)
+    if given and tuple(chestxray["blocks"]) != DENSENET121.blocks:
+        raise ConfigError(f"config chestxray.weights ({', '.join(given)}): ImageNet weights are DenseNet-121's; "
+                          f"chestxray.blocks is {chestxray['blocks']}, not {list(DENSENET121.blocks)}")

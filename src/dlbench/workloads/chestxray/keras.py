@@ -1,8 +1,8 @@
-"""ChestX-ray14 DenseNet-121 in Keras 3 (keras-tensorflow, keras-jax, keras-torch: the same code,
+"""ChestX-ray14 DenseNet (DenseNet-121's architecture, config chestxray.blocks) in Keras 3 (keras-tensorflow, keras-jax, keras-torch: the same code,
 on the backend the env's KERAS_BACKEND chooses): one device, MirroredStrategy (TensorFlow),
 keras.distribution.DataParallel (JAX).
 
-The model: keras.applications.DenseNet121 (no top, global average pool) and a Dense head of 14
+The model: keras.applications' DenseNet builder (no top, global average pool) and a Dense head of 14
 logits, binary cross-entropy on the logits, Adam at the base learning rate times the device
 count; model.fit runs the protocol's blocks (dlbench.frameworks.keras). Input "real": a
 keras.utils.PyDataset whose item i decodes the files of the run's step offset + i with PIL (the environment's
@@ -23,7 +23,7 @@ from dlbench.workloads.chestxray.images import eval_transform, read_image, sampl
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
-from dlbench.workloads.chestxray.definition import DENSENET121
+from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- model -----------------------------------------------------------------------------------------
@@ -33,30 +33,36 @@ from dlbench.workloads.chestxray.task import ChestXray
 BN_MOMENTUM, BN_EPSILON = 0.9, 1e-5
 
 
-def build_model(classes, crop, weights=None):
-    """DenseNet-121 (BN-ReLU-conv, bias-free convs, average-pool transitions, final BN + ReLU +
-    global average pool; Keras' default initialisers, which the shared start replaces;
-    batch normalisation with PyTorch's momentum and epsilon) and a Dense head of `classes` logits:
-    6,968,206 trainable parameters with 14 classes, as PyTorch's. weights: None, or a Keras
-    weights file of the headless DenseNet-121
+def build_model(model, crop, weights=None):
+    """DenseNet of `model` (DenseNetModel: BN-ReLU-conv, bias-free convs, average-pool transitions,
+    final BN + ReLU + global average pool; Keras' default initialisers, which the shared start
+    replaces; batch normalisation with PyTorch's momentum and epsilon) and a Dense head of
+    model.classes logits: for DenseNet-121, 6,968,206 trainable parameters with 14 classes, as
+    PyTorch's. weights: None, or a Keras weights file of the headless DenseNet-121
     (densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5), which loads everything but the head."""
+    from dlbench.frameworks.keras import internals
+
+    check_model_spec(model)
     if weights is not None and not Path(weights).is_file():
         raise FileNotFoundError(f"weights file {weights} does not exist")
-    backbone = keras.applications.DenseNet121(include_top=False, weights=weights, input_shape=(crop, crop, 3),
-                                              pooling="avg")
+    backbone = internals.densenet(model.blocks, include_top=False, weights=weights, input_shape=(crop, crop, 3),
+                                  pooling="avg")
     for layer in backbone.layers:
         if isinstance(layer, layers.BatchNormalization):
             # PyTorch's batch normalisation, as every framework's (keras.applications builds
             # DenseNet with epsilon 1.001e-5 and Keras' momentum 0.99); Keras reads both when
             # the layer is called (traced), so setting them on the built layers is enough.
             layer.momentum, layer.epsilon = BN_MOMENTUM, BN_EPSILON
-    return keras.Model(backbone.input, layers.Dense(classes, name="findings")(backbone.output), name="densenet121")
+    name = densenet_name(model).lower().replace("-", "")
+    return keras.Model(backbone.input, layers.Dense(model.classes, name="findings")(backbone.output), name=name)
 
 
 def check_model_spec(model):
-    """keras.applications builds DenseNet-121 only; any number of classes."""
-    if dataclasses.replace(model, classes=DENSENET121.classes) != DENSENET121:
-        raise ValueError(f"keras.applications builds DenseNet-121 only ({DENSENET121}); the spec asks for {model}")
+    """keras.applications' builder fixes DenseNet-121's growth, bottleneck, compression and
+    initial features; any four blocks, any number of classes."""
+    if dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) != DENSENET121:
+        raise ValueError(f"keras.applications builds DenseNet-121's architecture ({DENSENET121}, any four blocks); "
+                         f"the spec asks for {model}")
 
 
 def keras_layer_name(module):
@@ -134,10 +140,9 @@ class KerasChestXray(WorkloadMethods, ChestXray):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):
-        check_model_spec(self.spec.model)
         keras.utils.set_random_seed(self.spec.seed)
         with backend.scope(self.placement):
-            self.model = build_model(self.spec.model.classes, self.spec.data.crop, self.spec.weights)
+            self.model = build_model(self.spec.model, self.spec.data.crop, self.spec.weights)
 
     def build_training(self):
         classes = self.spec.model.classes

@@ -1,4 +1,4 @@
-"""DenseNet-121 on ChestX-ray14 in MXNet Gluon: the model zoo's densenet121 (14 logits, sigmoid
+"""DenseNet (config chestxray.blocks; DenseNet-121's architecture) on ChestX-ray14 in MXNet Gluon: the model zoo's DenseNet (14 logits, sigmoid
 + binary cross-entropy), Adam, on one context or data parallel over N contexts of one process
 (the Trainer sums the gradients in a KVStore).
 
@@ -13,6 +13,7 @@ pool: it runs between convergence segments, while the training loader's iteratio
 mxnet is imported inside the functions: its thread pools read the thread variables that the
 backend's setup sets, once, at import.
 """
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,10 @@ from dlbench.workloads.chestxray.task import ChestXray
 MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAGENET_STD)
 
 
-def build_model(classes):
-    """The Gluon model zoo's DenseNet-121 (6-12-24-16 blocks, growth 32, bottleneck 4,
-    compression 0.5, 64 initial features; BN-ReLU-conv) with a `classes`-output Dense head:
-    6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False).
+def build_model(model):
+    """The Gluon model zoo's DenseNet (model.blocks; growth 32, bottleneck 4, compression 0.5, 64
+    initial features; BN-ReLU-conv: vision.densenet121 for 6-12-24-16) with a
+    model.classes-output Dense head: for DenseNet-121, 6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False).
     Its batch normalisation is Gluon's default, PyTorch's (momentum 0.9 here, the old running
     value's weight, is PyTorch's 0.1; epsilon 1e-5), as in every framework: checked."""
     from mxnet.gluon import nn
@@ -39,7 +40,11 @@ def build_model(classes):
 
     from dlbench.frameworks.mxnet import internals
 
-    net = vision.densenet121(classes=classes)
+    if dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) != DENSENET121:
+        raise ValueError(f"the Gluon model zoo's DenseNet has DenseNet-121's architecture ({DENSENET121}, any blocks); "
+                         f"the spec asks for {model}")
+    net = vision.DenseNet(model.init_features, model.growth, list(model.blocks), bn_size=model.bottleneck,
+                          classes=model.classes)
     blocks = [net]
     while blocks:
         block = blocks.pop()
@@ -204,11 +209,9 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         import mxnet as mx
 
-        if self.spec.model != DENSENET121:
-            raise ValueError(f"the Gluon model zoo's DenseNet-121 is {DENSENET121}, the spec asks for {self.spec.model}")
         self.contexts = backend.contexts(self.placement)
         mx.random.seed(self.spec.seed)
-        self.model = build_model(self.spec.model.classes)
+        self.model = build_model(self.spec.model)
         self.model.initialize(ctx=self.contexts)  # Gluon's default initialiser, as the model zoo leaves it
         crop = self.spec.data.crop
         self.model(mx.nd.zeros((1, 3, crop, crop), ctx=self.contexts[0]))  # the shapes are inferred at a first call

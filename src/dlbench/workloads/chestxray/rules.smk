@@ -3,6 +3,7 @@
 # figures. Every timed run (training, the loaders, preprocessing, decoding) is rules/runs.smk's
 # (this workload's definition.py gives their grids and specs).
 from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, LIBRARIES as IMAGE_LIBRARIES, data as chestxray_data
+from dlbench.workloads.chestxray.definition import densenet, densenet_name
 
 CHESTXRAY = config["chestxray"]
 CHESTXRAY_FOLDER = Path(workflow.current_basedir)
@@ -11,6 +12,7 @@ if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
     add_wheel(CHESTXRAY["labels"])
 SYNTHETIC_IMAGES = CHESTXRAY["images_dir"] is None
 IMAGE_SOURCE = chestxray_data(config).image_source
+DENSENET = densenet_name(densenet(CHESTXRAY["blocks"]))  # DenseNet-121 unless chestxray.blocks says otherwise
 
 
 rule chestxray_labels:
@@ -104,6 +106,7 @@ rule plot_chestxray:
         python=run_python,
         outdir=lambda wildcards, output: Path(output.auc).parent,
         image_source=IMAGE_SOURCE,
+        model=DENSENET,
     log:
         "results/logs/report/plot-chestxray.log",
     conda:
@@ -113,4 +116,4 @@ rule plot_chestxray:
         " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
         " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
-        " --verdict-table {output.verdict_table} --image-source {params.image_source:q} > {log} 2>&1"
+        " --verdict-table {output.verdict_table} --image-source {params.image_source:q} --model {params.model:q} > {log} 2>&1"

@@ -1,7 +1,7 @@
-"""ChestX-ray14 DenseNet-121 in TensorFlow/Keras 3: one device (OneDeviceStrategy),
+"""ChestX-ray14 DenseNet (config chestxray.blocks; DenseNet-121's architecture) in TensorFlow/Keras 3: one device (OneDeviceStrategy),
 MirroredStrategy, MultiWorkerMirroredStrategy.
 
-The model: keras.applications.DenseNet121 (no top, global average pool) and a Dense head of 14
+The model: keras.applications' DenseNet builder (no top, global average pool) and a Dense head of 14
 logits, binary cross-entropy on the logits, Adam at the base learning rate times the device
 count. Input "real": the preprocessed grey images through tf.data (`TrainLoader`: read_file,
 decode_jpeg or decode_png, the crop at (top, left) and the flip that the shared seed draws
@@ -28,7 +28,7 @@ from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
-from dlbench.workloads.chestxray.keras import build_model, check_model_spec, load_weights  # the Keras model, shared
+from dlbench.workloads.chestxray.keras import build_model, load_weights  # the Keras model, shared
 
 # --- data ------------------------------------------------------------------------------------------
 
@@ -103,12 +103,11 @@ class TrainLoader:
 
 class TensorFlowChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
-        check_model_spec(self.spec.model)
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = backend.strategy(self.placement)
         crop = self.spec.data.crop
         with self.strategy.scope():
-            self.model = build_model(self.spec.model.classes, crop, self.spec.weights)
+            self.model = build_model(self.spec.model, crop, self.spec.weights)
 
         @tf.function(input_signature=[tf.TensorSpec((None, crop, crop, 3), tf.float32)])
         def infer(images):

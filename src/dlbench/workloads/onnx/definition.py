@@ -34,7 +34,7 @@ class SourceModel:
 MODELS = {
     "mnist-small": SourceModel("mnist", {"model": "small"}, "argmax"),
     "imdb-lstm": SourceModel("imdb", {}, "argmax"),
-    "densenet121": SourceModel("chestxray", {"input": "synthetic"}, "sign"),
+    "densenet": SourceModel("chestxray", {"input": "synthetic"}, "sign"),  # chestxray.blocks says which
 }
 # The runtimes and the env each runs in: PyTorch's own (the exported program; the reference),
 # onnxruntime, and MXNet's ONNX importer (mxnet.contrib.onnx).

@@ -41,7 +41,7 @@ def main():
     images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
     labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")
 
-    net = build_model(spec.model.classes)
+    net = build_model(spec.model)
     net.initialize(ctx=ctx)
     net.hybridize(static_alloc=True)
     opt = spec.optimizer

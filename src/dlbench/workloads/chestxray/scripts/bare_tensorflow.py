@@ -62,7 +62,7 @@ def main():
             .map(lambda index: (tf.gather(images, index % pool), tf.gather(labels, index)))
             .prefetch(tf.data.AUTOTUNE))
 
-    model = build_model(spec.model.classes, crop, spec.weights)
+    model = build_model(spec.model, crop, spec.weights)
     opt = spec.optimizer
     model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
                   loss=keras.losses.BinaryCrossentropy(from_logits=True), jit_compile=False)

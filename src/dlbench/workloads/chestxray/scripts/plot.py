@@ -1,4 +1,4 @@
-"""The DenseNet-121 study's table and charts, and the loader and preprocessing results; the
+"""The DenseNet (DenseNet-121) study's table and charts, and the loader and preprocessing results; the
 throughputs as the mean of their repeats with hierarchical bootstrap intervals (the points tables)."""
 import argparse
 from pathlib import Path
@@ -34,7 +34,7 @@ def study_table(minutes):
 
 
 def trainer_rates(training_points):
-    """The images/s (mean of the repeats) each framework's DenseNet-121 consumes on one device when data
+    """The images/s (mean of the repeats) each framework's DenseNet consumes on one device when data
     costs nothing: its training on synthetic tensors already in memory."""
     fed = training_points[(training_points["input"] == "synthetic") & (training_points["devices"] == 1)]
     return fed.groupby("framework")["mean"].max()
@@ -80,6 +80,7 @@ def main():
     parser.add_argument("--auc-table", required=True)
     parser.add_argument("--verdict-table", required=True)
     parser.add_argument("--image-source", required=True, help="'synthetic images' or 'NIH images'")
+    parser.add_argument("--model", required=True, help="the DenseNet the runs trained, e.g. DenseNet-121")
     args = parser.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
     source = f"({args.image_source})"
@@ -89,7 +90,7 @@ def main():
     rates = loader_rates(loaders, decode)
 
     loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
-                f"DenseNet-121: training loss by step {source}")
+                f"{args.model}: training loss by step {source}")
     minutes = train_minutes(training) if not training.empty else pd.DataFrame(
         columns=["framework", "input", "devices", "strategy", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
@@ -99,13 +100,13 @@ def main():
     loader_verdict(points, rates).to_csv(args.verdict_table, index=False)
 
     if minutes.empty:
-        no_data(args.outdir / "train-minutes.png", "no successful DenseNet-121 run")
+        no_data(args.outdir / "train-minutes.png", f"no successful {args.model} run")
     else:
         minutes["devices"] = minutes["devices"].astype(str) + " (" + minutes["strategy"] + ")"
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar="sd", height=3.5, aspect=1.2)
         grid.set(xlabel="train + validation (min)", ylabel="")
-        save(grid, args.outdir / "train-minutes.png", with_numerics(f"DenseNet-121 on ChestX-ray14 {source}", training))
+        save(grid, args.outdir / "train-minutes.png", with_numerics(f"{args.model} on ChestX-ray14 {source}", training))
 
     if auc.empty or auc["test_auc_macro"].isna().all():
         no_data(args.outdir / "auc.png", "no test AUC (a split with one class only has none)")
@@ -114,7 +115,7 @@ def main():
         grid = sns.catplot(data=auc, x="test_auc_macro", y="run", kind="bar", errorbar="sd", height=3.5, aspect=1.4)
         grid.refline(x=0.5, color="grey", linestyle=":")
         grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
-        save(grid, args.outdir / "auc.png", f"DenseNet-121 test AUC {source}")
+        save(grid, args.outdir / "auc.png", f"{args.model} test AUC {source}")
 
     interval_plot(preprocess, preprocess["library"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
                   args.outdir / "preprocess.png", f"Preprocessing throughput {source}",
@@ -136,7 +137,7 @@ def main():
         grid = sns.relplot(data=long, x="t_s", y="utilisation", hue="run", style="device", col="framework",
                            kind="line", height=3, aspect=1.3)
         grid.set(xlabel="time since the run started (s)", ylabel="utilisation (%)", ylim=(0, 105))
-        save(grid, args.outdir / "utilisation.png", f"CPU (and GPU) utilisation over DenseNet-121 runs {source}")
+        save(grid, args.outdir / "utilisation.png", f"CPU (and GPU) utilisation over {args.model} runs {source}")
 
 
 if __name__ == "__main__":
