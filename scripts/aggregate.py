@@ -24,7 +24,7 @@ def write_csv(frame, path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("records", nargs="+", type=Path)
+    parser.add_argument("records", nargs="*", type=Path, help="none: every table with its header only")
     parser.add_argument("--runs", required=True, help="one row per run")
     parser.add_argument("--convergence", required=True, help="one row per run and convergence segment")
     parser.add_argument("--units", required=True, help="one row per timed unit (calibration, warm-up and steady)")
