@@ -205,11 +205,11 @@ def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow,
 
 def test_a_run_set_without_runs_gets_every_table_with_its_header(tmp_path):
     """The default runs no framework loader (chestxray.loader.workers: []): its tables exist, empty."""
-    out = {name: tmp_path / f"{name}.csv" for name in ("runs", "convergence", "units", "points", "ratios", "environment",
-                                                         "unsuccessful", "utilisation")}
+    tables = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful", "utilisation")
+    out = {name: tmp_path / f"{name}.csv" for name in tables}
+    options = [arg for name, path in out.items() for arg in (f"--{name}", str(path))]
     proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), "--min-unit-seconds", "0",
-                           "--max-other-cpus", "0.5", *[arg for name, path in out.items() for arg in (f"--{name}", str(path))]],
-                          capture_output=True, text=True)
+                           "--max-other-cpus", "0.5", *options], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "0 records" in proc.stdout
     points = out["points"].read_text().splitlines()

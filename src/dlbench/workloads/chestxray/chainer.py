@@ -1,4 +1,5 @@
-"""DenseNet-121 on ChestX-ray14 in Chainer: DenseNet-BC written with chainer.links (Chainer
+"""DenseNet (chestxray.blocks; DenseNet-121 in the studies) on ChestX-ray14
+in Chainer: DenseNet-BC written with chainer.links (Chainer
 ships no DenseNet), with torchvision's layer names, 14 logits, sigmoid + binary cross-entropy,
 Adam; one process, or data parallel over N MPI processes with ChainerMN.
 

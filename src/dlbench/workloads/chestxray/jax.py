@@ -1,4 +1,5 @@
-"""DenseNet-121 on ChestX-ray14 in JAX (Flax NNX, optax): one device, or data parallel over a
+"""DenseNet (chestxray.blocks; DenseNet-121 in the studies) on ChestX-ray14
+in JAX (Flax NNX, optax): one device, or data parallel over a
 mesh of N devices of one process ("sharding").
 
 The model is the project's DenseNet-BC (as workloads/chestxray/pytorch.py builds it: the same

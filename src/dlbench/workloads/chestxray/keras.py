@@ -1,4 +1,5 @@
-"""ChestX-ray14 DenseNet (DenseNet-121's architecture, config chestxray.blocks) in Keras 3 (keras-tensorflow, keras-jax, keras-torch: the same code,
+"""ChestX-ray14 DenseNet (DenseNet-121's architecture, config chestxray.blocks) in Keras 3
+(keras-tensorflow, keras-jax, keras-torch: the same code,
 on the backend the env's KERAS_BACKEND chooses): one device, MirroredStrategy (TensorFlow),
 keras.distribution.DataParallel (JAX).
 

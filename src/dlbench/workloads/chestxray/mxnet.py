@@ -1,4 +1,5 @@
-"""DenseNet (config chestxray.blocks; DenseNet-121's architecture) on ChestX-ray14 in MXNet Gluon: the model zoo's DenseNet (14 logits, sigmoid
+"""DenseNet (config chestxray.blocks; DenseNet-121's architecture) on ChestX-ray14 in MXNet Gluon:
+the model zoo's DenseNet (14 logits, sigmoid
 + binary cross-entropy), Adam, on one context or data parallel over N contexts of one process
 (the Trainer sums the gradients in a KVStore).
 
@@ -32,7 +33,8 @@ MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAG
 def build_model(model):
     """The Gluon model zoo's DenseNet (model.blocks; growth 32, bottleneck 4, compression 0.5, 64
     initial features; BN-ReLU-conv: vision.densenet121 for 6-12-24-16) with a
-    model.classes-output Dense head: for DenseNet-121, 6,968,206 trainable parameters with 14 outputs. Nothing is downloaded (pretrained=False).
+    model.classes-output Dense head: for DenseNet-121, 6,968,206 trainable parameters with 14
+    outputs. Nothing is downloaded (pretrained=False).
     Its batch normalisation is Gluon's default, PyTorch's (momentum 0.9 here, the old running
     value's weight, is PyTorch's 0.1; epsilon 1e-5), as in every framework: checked."""
     from mxnet.gluon import nn
@@ -41,8 +43,8 @@ def build_model(model):
     from dlbench.frameworks.mxnet import internals
 
     if dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) != DENSENET121:
-        raise ValueError(f"the Gluon model zoo's DenseNet has DenseNet-121's architecture ({DENSENET121}, any blocks); "
-                         f"the spec asks for {model}")
+        raise ValueError(f"the Gluon model zoo's DenseNet has DenseNet-121's architecture ({DENSENET121}, "
+                         f"any blocks); the spec asks for {model}")
     net = vision.DenseNet(model.init_features, model.growth, list(model.blocks), bn_size=model.bottleneck,
                           classes=model.classes)
     blocks = [net]

@@ -1,4 +1,5 @@
-"""DenseNet-121 on ChestX-ray14 in PyTorch: one device, DistributedDataParallel, DataParallel.
+"""DenseNet (chestxray.blocks; DenseNet-121 in the studies) on ChestX-ray14
+in PyTorch: one device, DistributedDataParallel, DataParallel.
 
 The model is torchvision's DenseNet-BC, with its module names (so torchvision's ImageNet
 checkpoints load: `load_imagenet_weights`). Input "real": a Dataset keyed by (epoch, index)

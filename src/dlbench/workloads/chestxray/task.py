@@ -1,7 +1,8 @@
-"""ChestX-ray14 DenseNet-121, the part every framework shares: the split's files and labels,
+"""ChestX-ray14 DenseNet, the part every framework shares: the split's files and labels,
 the augmentation drawn from the shared seed, the synthetic tensors, validation and test AUC.
 
-The model: DenseNet-121 (6,968,206 parameters with 14 outputs), sigmoid + binary
+The model: DenseNet-121's architecture with the dense blocks of chestxray.blocks (DenseNet-121:
+6,968,206 parameters with 14 outputs; the default's DenseNet-45: 1,342,798), sigmoid + binary
 cross-entropy, Adam at the base learning rate times the device count (as the study did).
 
 Input "real": the preprocessed size x size grey images through the framework's own loader

@@ -1,4 +1,5 @@
-"""ChestX-ray14 DenseNet (config chestxray.blocks; DenseNet-121's architecture) in TensorFlow/Keras 3: one device (OneDeviceStrategy),
+"""ChestX-ray14 DenseNet (config chestxray.blocks; DenseNet-121's architecture) in TensorFlow/Keras 3:
+one device (OneDeviceStrategy),
 MirroredStrategy, MultiWorkerMirroredStrategy.
 
 The model: keras.applications' DenseNet builder (no top, global average pool) and a Dense head of 14
