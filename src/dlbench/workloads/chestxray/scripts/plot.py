@@ -42,10 +42,11 @@ def trainer_rates(training_points):
 
 def loader_rates(loader_points, decode_points):
     """The framework loaders' and the image libraries' points in one table, named by loader."""
-    return pd.concat([
+    rates = pd.concat([
         loader_points.assign(loader=loader_points["framework"] + " loader", format="jpeg"),
         decode_points.assign(loader=decode_points["library"] + " (no framework)"),
     ], ignore_index=True)
+    return rates.astype({"workers": int})  # not float where one of the two has no points
 
 
 def loader_verdict(training_points, rates):
