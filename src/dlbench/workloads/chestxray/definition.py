@@ -33,6 +33,12 @@ def densenet(blocks):
     return dataclasses.replace(DENSENET121, blocks=tuple(blocks))
 
 
+def has_densenet121_architecture(model):
+    """Growth, bottleneck, compression and initial features as DenseNet-121's: what the builders
+    of keras.applications and the Gluon model zoo fix (any blocks, any number of classes)."""
+    return dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) == DENSENET121
+
+
 def densenet_name(model):
     """DenseNet-<layers>, counted as the paper counts them: the first convolution, two per
     dense layer, one per transition and the classifier (DenseNet-121 for 6-12-24-16)."""

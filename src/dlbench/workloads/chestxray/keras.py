@@ -13,7 +13,6 @@ pillow-simd, as keras.utils.load_img does) and applies the shared crop, flip and
 random tensors in memory (NHWC), each batch gathered by index % pool in the training process,
 nothing decoded, no workers (as in every framework).
 """
-import dataclasses
 from pathlib import Path
 
 import keras
@@ -24,7 +23,7 @@ from dlbench.workloads.chestxray.images import eval_transform, read_image, sampl
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
-from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name
+from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name, has_densenet121_architecture
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- model -----------------------------------------------------------------------------------------
@@ -61,7 +60,7 @@ def build_model(model, crop, weights=None):
 def check_model_spec(model):
     """keras.applications' builder fixes DenseNet-121's growth, bottleneck, compression and
     initial features; any four blocks, any number of classes."""
-    if dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) != DENSENET121:
+    if not has_densenet121_architecture(model):
         raise ValueError(f"keras.applications builds DenseNet-121's architecture ({DENSENET121}, any four blocks); "
                          f"the spec asks for {model}")
 

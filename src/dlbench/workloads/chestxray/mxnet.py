@@ -14,7 +14,6 @@ pool: it runs between convergence segments, while the training loader's iteratio
 mxnet is imported inside the functions: its thread pools read the thread variables that the
 backend's setup sets, once, at import.
 """
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +23,7 @@ from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
-from dlbench.workloads.chestxray.definition import DENSENET121
+from dlbench.workloads.chestxray.definition import DENSENET121, has_densenet121_architecture
 from dlbench.workloads.chestxray.task import ChestXray
 
 MEAN, STD = tuple(float(v) for v in IMAGENET_MEAN), tuple(float(v) for v in IMAGENET_STD)
@@ -42,7 +41,7 @@ def build_model(model):
 
     from dlbench.frameworks.mxnet import internals
 
-    if dataclasses.replace(model, classes=DENSENET121.classes, blocks=DENSENET121.blocks) != DENSENET121:
+    if not has_densenet121_architecture(model):
         raise ValueError(f"the Gluon model zoo's DenseNet has DenseNet-121's architecture ({DENSENET121}, "
                          f"any blocks); the spec asks for {model}")
     net = vision.DenseNet(model.init_features, model.growth, list(model.blocks), bn_size=model.bottleneck,
