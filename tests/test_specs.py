@@ -31,7 +31,7 @@ def test_one_name_per_meaning_in_every_workload():
     for workload in ("mnist", "imdb", "chestxray"):
         spec = spec_to_dict(smoke_spec(workload, "pytorch"))
         assert isinstance(spec["model"], dict) and isinstance(spec["data"], dict), workload
-        assert {"batch", "devices", "strategy", "threads", "measure", "convergence", "seed"} <= set(spec), workload
+        assert {"batch", "devices", "nodes", "strategy", "threads", "measure", "convergence", "seed"} <= set(spec), workload
 
 
 @pytest.mark.parametrize("change, message", [

@@ -10,6 +10,7 @@ MNIST = {
     "duplicates": [1, 4],
     "batches": [128],
     "devices": [1, 2, 4],
+    "nodes": [1],
     "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
 }
 REPEATS = 2
@@ -34,13 +35,23 @@ def test_every_strategy_of_a_framework_runs_at_every_device_count_above_one():
     assert len(rows) == len({(r["framework"], run_id(r, MNIST_COLUMNS)) for r in rows})
 
 
+def test_points_on_several_nodes_run_the_strategies_that_span_nodes_where_the_devices_divide():
+    config = {"mnist": {**MNIST, "nodes": [1, 2], "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored", "multiworker"]}}}
+    rows = mnist_grid(config, ["pytorch", "tensorflow"], 1)
+    on_two = {(r["framework"], r["devices"], r["strategy"]) for r in rows if r["nodes"] == 2}
+    # 1 device does not divide over 2 nodes; DataParallel and MirroredStrategy stay in one process
+    assert on_two == {(fw, devices, strategy) for fw, strategy in (("pytorch", "ddp"), ("tensorflow", "multiworker"))
+                      for devices in (2, 4)}
+    assert {r["nodes"] for r in rows if r["devices"] == 1} == {1}
+
+
 def test_run_id_is_the_paramspace_pattern_and_round_trips():
     rows = mnist_grid({"mnist": MNIST}, ["tensorflow"], REPEATS)
     frame = pd.DataFrame(rows)[list(MNIST_COLUMNS)]
     space = Paramspace(frame, filename_params="*")
     assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
     row = rows[-1]
-    assert run_id(row, MNIST_COLUMNS) == "model~large_duplicate~4_batch~128_devices~4_strategy~mirrored_repeat~2"
+    assert run_id(row, MNIST_COLUMNS) == "model~large_duplicate~4_batch~128_devices~4_nodes~1_strategy~mirrored_repeat~2"
     instance = space.instance({c: str(row[c]) for c in MNIST_COLUMNS})
     assert {k: v if isinstance(v, str) else int(v) for k, v in instance.items()} == {c: row[c] for c in MNIST_COLUMNS}
 

@@ -2,6 +2,7 @@
 (epoch_order, run_order), the plan of its blocks (Plan), the clock around each block (RunClock),
 the protocol's own loop over them (run_blocks) and what the first process reports (Results).
 Step 3 and 4 of dlbench.protocol."""
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -154,6 +155,8 @@ class RunClock:
         order, self.epochs = run_order(workload.n_train, spec.global_batch, spec.seed,
                                        Plan.max_steps(spec.measure, spec.convergence))
         self.order = placement.local(order)
+        if results:  # the run's sample order, every process's slices: the same for every framework and placement
+            results.update(order_sha256=hashlib.sha256(np.ascontiguousarray(order, dtype=np.int64)).hexdigest())
         self.steps_done = 0
         self.started = self.cpu_before = None
 

@@ -1,7 +1,8 @@
 """Run one benchmark point and write its record, whatever happens to the training.
 
 Runs in the framework's environment: python -m dlbench.harness --spec JSON --out RECORD.
-The training (dlbench.protocol) runs in a child process with a timeout, so a crash, a hang
+The training (dlbench.protocol) runs in a child process with a timeout (a run of N nodes:
+one per node, through dlbench.nodes' launcher: srun, or N processes here), so a crash, a hang
 past the timeout or a kill by the kernel still ends in a record with status 'failed' and
 the error; the blocks that finished before are kept. Memory and utilisation are sampled
 here, over the child's whole process tree (loader workers included), the same way for
@@ -27,6 +28,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from dlbench import nodes
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.protocol import TEMPORARY_PREFIX
@@ -48,11 +50,13 @@ def _forward(stream, tail):
 
 
 def train_in_child(spec, workdir):
-    """Run the training process; return (its results or None, exit code, last stderr lines,
-    utilisation samples)."""
+    """Run the training process; return (its results, {} if none, with the nodes it ran on; its exit
+    code; its last stderr lines; utilisation samples)."""
     spec_path, result_path = Path(workdir) / "spec.json", Path(workdir) / "result.json"
     spec_path.write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "dlbench.protocol", str(spec_path), str(result_path)]
+    if spec["nodes"] > 1:  # one training process per node (srun, or N on this machine), each finding its place
+        cmd = nodes.launcher(spec["nodes"], spec["threads"]) + cmd
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
     # A session of its own: killing its group ends the workers the training started too.
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
@@ -71,7 +75,8 @@ def train_in_child(spec, workdir):
     reader.join(timeout=10)
     if code is None:
         tail.append(f"killed: still running after the timeout of {spec['timeout_s']} s")
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
+    result = json.loads(result_path.read_text()) if result_path.exists() else {}
+    result["nodes"] = nodes.read_node_files(result_path, spec["nodes"])  # what each node's process was
     return result, code, list(tail), utilisation
 
 

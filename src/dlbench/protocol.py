@@ -55,7 +55,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import numerics
+from dlbench import nodes, numerics
 from dlbench.clock import Results, RunClock, run_blocks
 from dlbench.contract import FrameworkError, NotApplicable
 from dlbench.frameworks import backend_module, workload_module
@@ -166,14 +166,17 @@ def main():
     backend = backend_of(spec)
     if hasattr(backend, "configure"):
         backend.configure(spec)
+    node = nodes.this_node(spec)  # before anything starts: a multi-node run without its place stops here
     try:
         device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)
         backend.check(spec, device_kind)
         workload_class(spec).check(spec, device_kind)
         backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
     except NotApplicable as reason:
-        write_json(result_path, {"status": "not_applicable", "reason": str(reason)})
+        if node.rank == 0:
+            write_json(result_path, {"status": "not_applicable", "reason": str(reason)})
         print(f"not applicable: {reason}", file=sys.stderr)
+    nodes.write_node_file(result_path, node)
     sys.stdout.flush()
     sys.stderr.flush()
     # Frameworks may leave non-daemon threads behind (TF's gRPC workers); the results are written.

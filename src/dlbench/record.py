@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 5
+RECORD_VERSION = 6
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -134,7 +134,7 @@ def summarise(segments, units):
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
                      "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics", "final",
-                     "final_eval_s", "gpu_allocator_peak"}
+                     "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256"}
 
 
 def peak_memory(result, utilisation):
@@ -145,6 +145,8 @@ def peak_memory(result, utilisation):
     things and are not compared)."""
     samples = utilisation or {}
     return {"peak_pss_bytes": max(samples.get("pss_bytes") or [0]) or None,
+            # each node's training processes (ru_maxrss): beside srun, the sampled tree is this node's only
+            "node_peak_rss_bytes": [node.get("peak_rss_bytes") for node in result.get("nodes") or []],
             "gpu_process_peak_bytes": max(samples.get("gpu_process_bytes") or [0]) or None,
             "gpu_allocator_peak": result.get("gpu_allocator_peak") or {}}
 
@@ -180,10 +182,12 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "spec": spec,
         "environment": env,
         "device": result.get("device"),
+        "nodes": [{k: node.get(k) for k in ("rank", "hostname")} for node in result.get("nodes") or []],
         "threads": result.get("threads"),
         "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process
         "parameters": result.get("parameters"),
         "train_samples": result.get("train_samples"),
+        "order_sha256": result.get("order_sha256"),  # of the run's global index batches (dlbench.clock.run_order)
         "initial_weights": result.get("initial_weights"),
         "segments": result["segments"],
         "units": result["units"],

@@ -7,8 +7,8 @@ changed); the trainer reads it back with `spec_from_dict`, which fails on a miss
 unknown key and names it. The whole spec is stored in the run's record.
 
 One name per meaning, in every workload: `model` is the model's hyperparameters, `data` the
-paths of the prepared files a run reads, `batch` the per-device batch, `devices` and
-`strategy` the data-parallel setup (1 and "single" where a workload has no other).
+paths of the prepared files a run reads, `batch` the per-device batch, `devices`, `nodes` and
+`strategy` the data-parallel setup (1, 1 and "single" where a workload has no other).
 """
 import dataclasses
 import json
@@ -64,7 +64,8 @@ class Run:
     repeat: int
     seed: int
     device: str          # auto, cpu or gpu
-    devices: int         # devices of the run (N CPU workers on a CPU)
+    devices: int         # devices of the run (N CPU workers on a CPU), over all its nodes
+    nodes: int           # machines the run spans (dlbench.nodes): devices // nodes on each
     strategy: str        # "single" on one device, else the framework's data-parallel engine
     batch: int           # per device; the global batch is batch x devices
     threads: int         # CPU threads of the whole run

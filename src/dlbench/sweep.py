@@ -4,6 +4,7 @@ the run id, the fields every spec has. Each workload's own grid and specs are in
 from dataclasses import dataclass
 from typing import Callable
 
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Convergence, Measure
 
 SINGLE_DEVICE = "single"
@@ -30,21 +31,28 @@ class RunSet:
 
 
 
-def device_strategies(devices, strategies, framework):
-    """One device runs without a data-parallel strategy; N devices once per strategy named."""
+def device_strategies(devices, nodes, strategies, framework):
+    """One device runs without a data-parallel strategy; N devices once per strategy named; N
+    devices on several nodes once per named strategy that spans nodes (the framework's
+    multi_node ones), where the devices divide over the nodes."""
+    if nodes > 1:
+        if devices % nodes:
+            return []
+        return [s for s in strategies[framework] if s in FRAMEWORKS[framework].multi_node]
     return [SINGLE_DEVICE] if devices == 1 else strategies[framework]
 
 
 def run_id(row, columns):
     """The sweep point readable in a name, in Snakemake Paramspace's key~value_key~value form,
-    e.g. model~small_duplicate~1_batch~256_devices~2_strategy~ddp_repeat~1."""
+    e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_repeat~1."""
     return "_".join(f"{column}~{row[column]}" for column in columns)
 
 
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.specs.Run), from the config, the workload's section,
     a grid row and the job's threads."""
-    fields = {"devices": 1, "strategy": SINGLE_DEVICE, **{k: row[k] for k in ("devices", "strategy") if k in row}}
+    fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE,
+              **{k: row[k] for k in ("devices", "nodes", "strategy") if k in row}}
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],

@@ -15,19 +15,23 @@ from dataclasses import dataclass
 class Framework:
     module: str             # the backend's and the workload modules' name
     strategies: tuple = ()  # its data-parallel strategies for more than one device (its own engines)
+    multi_node: tuple = ()  # those of them that span nodes, with its own mechanism (dlbench.nodes)
     engine: str = None      # the framework whose backend places and syncs its devices (Keras' backends)
 
 
 FRAMEWORKS = {
     # horovod: the studies' ring all-reduce; Horovod 0.28.1 does not build against these pins
     # (each backend's check says where), so its runs are recorded as not applicable
-    "pytorch": Framework("pytorch", ("ddp", "dp", "horovod")),
-    "tensorflow": Framework("tensorflow", ("mirrored", "multiworker", "horovod")),
-    "mxnet": Framework("mxnet", ("kvstore",)),
+    # Across nodes: DDP's env:// rendezvous, TF_CONFIG, MXNet's dist_sync kvstore (DMLC_*),
+    # jax.distributed (JAX, and Keras' distribution on it). Not ChainerMN: mpiexec starts every
+    # rank of every node from one place (over ssh, or srun --mpi), not one process per node.
+    "pytorch": Framework("pytorch", ("ddp", "dp", "horovod"), ("ddp",)),
+    "tensorflow": Framework("tensorflow", ("mirrored", "multiworker", "horovod"), ("multiworker",)),
+    "mxnet": Framework("mxnet", ("kvstore",), ("kvstore",)),
     "keras-tensorflow": Framework("keras", ("mirrored",), engine="tensorflow"),
-    "keras-jax": Framework("keras", ("data-parallel",), engine="jax"),
+    "keras-jax": Framework("keras", ("data-parallel",), ("data-parallel",), engine="jax"),
     "keras-torch": Framework("keras", ("data-parallel",), engine="pytorch"),
-    "jax": Framework("jax", ("sharding",)),
+    "jax": Framework("jax", ("sharding",), ("sharding",)),
     "chainer": Framework("chainer", ("chainermn",)),
 }
 

@@ -1,12 +1,12 @@
 """PyTorch's backend: devices, processes and the device sync (the contract: dlbench.contract).
 
 Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
-gloo on CPUs, nccl on GPUs) and "dp" (DataParallel, one process driving every GPU).
+gloo on CPUs, nccl on GPUs; across nodes through torchrun's env:// rendezvous, dlbench.nodes)
+and "dp" (DataParallel, one process driving every GPU).
 """
 import datetime
 import os
 import re
-import socket
 
 import torch
 import torch.distributed as dist
@@ -14,10 +14,10 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from dlbench.frameworks import reported
+from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import NotApplicable, Placement
 
-PORT_VARIABLE = "DLBENCH_TORCH_PORT"  # the rendezvous port of a ddp run, set before its processes start
 
 
 def version():
@@ -42,35 +42,36 @@ def check(spec, device_kind):
         raise NotApplicable(HOROVOD_BUILD)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def launch(spec, target, args):
-    """target(rank, *args) here (single, dp), or in one spawned process per device (ddp)."""
+    """target(local rank, *args) here (single, dp, a ddp run of one device per node), or in one
+    spawned process per device of this node (ddp). A ddp run's processes meet at the rendezvous
+    that torchrun's env:// uses (MASTER_ADDR, MASTER_PORT): node 0's, or a free port here."""
     if spec.strategy == "ddp" and spec.devices > 1:
-        os.environ[PORT_VARIABLE] = str(_free_port())
-        mp.spawn(target, args=args, nprocs=spec.devices)
-    else:
-        target(0, *args)
+        node = this_node(spec)
+        os.environ.update(MASTER_ADDR=node.address, MASTER_PORT=str(node.port or free_port()))
+        if devices_per_node(spec) > 1:
+            mp.spawn(target, args=args, nprocs=devices_per_node(spec))
+            return
+    target(0, *args)
 
 
-def setup(spec, device_kind, rank):
-    processes = spec.devices if spec.strategy == "ddp" else 1
-    threads = max(1, spec.threads // processes)
+def setup(spec, device_kind, local_rank):
+    ddp = spec.strategy == "ddp"
+    node = this_node(spec)
+    local_processes = devices_per_node(spec) if ddp else 1
+    processes = spec.devices if ddp else 1
+    rank = node.global_rank(local_rank, local_processes)
+    threads = max(1, node.threads // local_processes)
     if spec.numerics == "flush":
         torch.set_flush_denormal(True)  # PyTorch's own idiom; dlbench.numerics has already set the same bits
     torch.set_num_threads(threads)
     if device_kind == "gpu":
-        device = torch.device("cuda", rank)
+        device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
     if processes > 1:
-        dist.init_process_group("nccl" if device_kind == "gpu" else "gloo",
-                                init_method=f"tcp://127.0.0.1:{os.environ[PORT_VARIABLE]}", rank=rank,
+        dist.init_process_group("nccl" if device_kind == "gpu" else "gloo", init_method="env://", rank=rank,
                                 world_size=processes, timeout=datetime.timedelta(seconds=spec.timeout_s))
     return Placement(rank=rank, processes=processes, device_kind=device_kind,
                      local_devices=spec.devices if spec.strategy == "dp" else 1, threads=threads,
@@ -85,7 +86,7 @@ def wrap(model, placement):
     """The model (already on its device) wrapped for its strategy: DDP, DataParallel, or as is."""
     if placement.handles["strategy"] == "ddp":
         return nn.parallel.DistributedDataParallel(
-            model, device_ids=[placement.rank] if placement.device_kind == "gpu" else None)
+            model, device_ids=[placement.handles["device"]] if placement.device_kind == "gpu" else None)
     if placement.handles["strategy"] == "dp":
         return nn.DataParallel(model, device_ids=list(range(placement.local_devices)))
     return model

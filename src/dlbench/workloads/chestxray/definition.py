@@ -64,7 +64,7 @@ class ChestXraySpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"input": self.input, "devices": self.devices, "strategy": self.strategy}
+        return {"input": self.input, "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy}
 
 
 @dataclass(frozen=True)
@@ -118,21 +118,24 @@ class ChestXrayLoaderSpec(Run):
         return {"workers": self.workers}
 
 
-COLUMNS = ("input", "devices", "strategy", "repeat")
+COLUMNS = ("input", "devices", "nodes", "strategy", "repeat")
 LOADER_COLUMNS = ("workers", "repeat")
 PREPROCESS_COLUMNS = ("library", "format", "repeat")
 DECODE_COLUMNS = ("library", "format", "workers", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, input, devices, strategy, repeat}: real files or synthetic tensors, 1 vs N devices."""
+    """Rows {framework, input, devices, nodes, strategy, repeat}: real files or synthetic tensors, 1 vs N
+    devices, on 1 or N nodes."""
     chestxray = config["chestxray"]
     return [
-        {"framework": framework, "input": kind, "devices": devices, "strategy": strategy, "repeat": repeat}
+        {"framework": framework, "input": kind, "devices": devices, "nodes": nodes, "strategy": strategy,
+         "repeat": repeat}
         for framework in frameworks
         for kind in chestxray["inputs"]
         for devices in chestxray["devices"]
-        for strategy in device_strategies(devices, chestxray["strategies"], framework)
+        for nodes in chestxray["nodes"]
+        for strategy in device_strategies(devices, nodes, chestxray["strategies"], framework)
         for repeat in range(1, repeats + 1)
     ]
 
@@ -218,7 +221,7 @@ def library_env(spec):
 
 def overhead_row(config):
     """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
-    return {"input": "synthetic", "devices": 1, "strategy": "single"}
+    return {"input": "synthetic", "devices": 1, "nodes": 1, "strategy": "single"}
 
 
 def draw_weights(draw, model):

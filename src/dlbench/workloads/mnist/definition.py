@@ -36,24 +36,24 @@ class MnistSpec(Run):
 
     def point(self):
         return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
-                "devices": self.devices, "strategy": self.strategy}
+                "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy}
 
 
-COLUMNS = ("model", "duplicate", "batch", "devices", "strategy", "repeat")
+COLUMNS = ("model", "duplicate", "batch", "devices", "nodes", "strategy", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, model, duplicate, batch, devices, strategy, repeat} of the MNIST grid."""
+    """Rows {framework, model, duplicate, batch, devices, nodes, strategy, repeat} of the MNIST grid."""
     mnist = config["mnist"]
     rows = []
     for framework in frameworks:
-        for model, copies, batch, devices in itertools.product(
-            mnist["models"], mnist["duplicates"], mnist["batches"], mnist["devices"]
+        for model, copies, batch, devices, nodes in itertools.product(
+            mnist["models"], mnist["duplicates"], mnist["batches"], mnist["devices"], mnist["nodes"]
         ):
-            strategies = device_strategies(devices, mnist["strategies"], framework)
+            strategies = device_strategies(devices, nodes, mnist["strategies"], framework)
             for strategy, repeat in itertools.product(strategies, range(1, repeats + 1)):
                 rows.append({"framework": framework, "model": model, "duplicate": copies, "batch": batch,
-                             "devices": devices, "strategy": strategy, "repeat": repeat})
+                             "devices": devices, "nodes": nodes, "strategy": strategy, "repeat": repeat})
     return rows
 
 
@@ -84,7 +84,7 @@ LAYERS = {
 def overhead_row(config):
     """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
     return {"model": "small", "duplicate": 1, "batch": config["mnist"]["batches"][0], "devices": 1,
-            "strategy": "single"}
+            "nodes": 1, "strategy": "single"}
 
 
 def draw_weights(draw, model):

@@ -1,0 +1,98 @@
+"""Runs across nodes (dlbench.nodes): a node's place from the environment (torchrun's variables,
+SLURM's), the local launcher, and for every framework with a strategy that spans nodes, a run
+of 2 nodes x 1 device on this machine (2 processes that find each other only through the
+environment, as on a cluster) against 1 node x 2 devices: the same global batch, the same
+sample order, the same losses and metric, and a record naming both nodes."""
+import json
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import venv_python
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.nodes import NodeError, launcher, this_node
+from dlbench.specs import spec_to_json
+from dlbench.tables import load_records
+from specs import smoke_spec
+
+MULTI_NODE = [(framework, strategy) for framework, spec in FRAMEWORKS.items() for strategy in spec.multi_node]
+
+
+def test_one_node_needs_no_rendezvous():
+    node = this_node(smoke_spec("mnist", "pytorch"), env={})
+    assert (node.rank, node.nodes, node.port, node.threads) == (0, 1, None, 2)
+
+
+def test_a_node_finds_its_place_in_torchrun_s_variables():
+    spec = smoke_spec("mnist", "pytorch", devices=2, nodes=2, strategy="ddp")
+    node = this_node(spec, env={"NODE_RANK": "1", "NNODES": "2", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29500"})
+    assert (node.rank, node.nodes, node.address, node.port) == (1, 2, "10.0.0.7", 29500)
+    assert node.global_rank(local_rank=0, local_processes=1) == 1
+
+
+def test_a_node_finds_its_place_in_slurm_s_variables():
+    spec = smoke_spec("mnist", "pytorch", devices=4, nodes=2, strategy="ddp")
+    env = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "4242"}
+    node = this_node(spec, env=env)  # scontrol expands the node list, as on the cluster
+    assert (node.rank, node.nodes, node.address) == (1, 2, "gpu07")
+    assert node.port == this_node(spec, env={**env, "SLURM_PROCID": "0"}).port  # every node computes the same port
+
+
+def test_a_multi_node_run_without_its_place_or_with_another_size_stops_naming_it():
+    spec = smoke_spec("mnist", "pytorch", devices=2, nodes=2, strategy="ddp")
+    with pytest.raises(NodeError, match="spans 2 nodes.*srun"):
+        this_node(spec, env={})
+    with pytest.raises(NodeError, match="node 0 of 3"):
+        this_node(spec, env={"NODE_RANK": "0", "NNODES": "3", "MASTER_ADDR": "a", "MASTER_PORT": "1"})
+    with pytest.raises(NodeError, match="MASTER_PORT"):
+        this_node(spec, env={"NODE_RANK": "0", "NNODES": "2", "MASTER_ADDR": "a"})
+
+
+def test_the_launcher_is_srun_inside_a_slurm_allocation_else_the_local_one():
+    assert launcher(2, 8, env={"SLURM_JOB_ID": "7"})[:3] == ["srun", "--nodes=2", "--ntasks=2"]
+    assert launcher(2, 8, env={})[1:3] == ["-m", "dlbench.nodes"]
+
+
+def test_the_local_launcher_gives_each_node_its_place_and_stops_all_when_one_fails(tmp_path):
+    show = "import os; print(os.environ['NODE_RANK'], os.environ['NNODES'], os.environ['MASTER_PORT'])"
+    proc = subprocess.run(launcher(3, 6) + [sys.executable, "-c", show], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(line.split() for line in proc.stdout.splitlines())
+    assert [line[:2] for line in lines] == [["0", "3"], ["1", "3"], ["2", "3"]]
+    assert len({line[2] for line in lines}) == 1  # one rendezvous port
+    fail = ("import os, sys, time\nif os.environ['NODE_RANK'] == '1': sys.exit(3)\n"
+            "time.sleep(60)")
+    proc = subprocess.run(launcher(2, 2) + [sys.executable, "-c", fail], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 3 and "node(s) [1] failed" in proc.stderr
+
+
+def run_harness(framework, spec, folder, cwd):
+    out = folder / f"{spec.run_id}.json"
+    proc = subprocess.run([venv_python(framework), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
+                           "--out", str(out)], cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    record, = load_records([out])
+    assert record["status"] == "ok", record["error"]
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework, strategy", MULTI_NODE)
+def test_two_nodes_train_as_two_devices_of_one_node(framework, strategy, smoke_data, tmp_path):
+    row = dict(batch=32, devices=2, strategy=strategy)
+    one = run_harness(framework, smoke_spec("mnist", framework, nodes=1, **row), tmp_path, smoke_data)
+    two = run_harness(framework, smoke_spec("mnist", framework, nodes=2, **row), tmp_path, smoke_data)
+    assert two["spec"]["nodes"] == 2 and one["spec"]["nodes"] == 1
+    assert (one["spec"]["batch"], one["spec"]["devices"]) == (two["spec"]["batch"], two["spec"]["devices"])
+    assert one["order_sha256"] == two["order_sha256"] is not None  # the same global batches, in the same order
+    assert [n["rank"] for n in two["nodes"]] == [0, 1] and [n["rank"] for n in one["nodes"]] == [0]
+    assert {n["hostname"] for n in two["nodes"]} == {socket.gethostname()}
+    assert two["device"]["count"] == one["device"]["count"] == 2
+    # the same start, data and global batches: the same losses (collectives may sum in another order)
+    assert len(one["segments"]) == len(two["segments"]) > 0
+    for a, b in zip(one["segments"] + one["units"], two["segments"] + two["units"]):
+        assert b["samples"] == a["samples"]
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-4), (a, b)
+    assert two["segments"][-1]["metric"] == pytest.approx(one["segments"][-1]["metric"], abs=0.01)
