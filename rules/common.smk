@@ -2,6 +2,7 @@
 # provenance) lives in the dlbench package (src/), where the tests reach it; here it meets
 # the config.
 import json
+import math
 import os
 import re
 import sys
@@ -114,8 +115,9 @@ def add_wheel(source):
 # the run as a plain params value (compared by Snakemake), and takes the files it reads and
 # the code it runs as inputs. A change to any of them reruns exactly the runs it touches.
 
-THREADS = workflow.cores  # each training job takes every core: they never run side by side
-TRAINING_LOCK = "results/training.lock"
+# Each training job takes every core (of its node): two never run side by side.
+THREADS = workflow.cores
+TRAINING_LOCK = "results/locks/training"  # the harness adds the host's name: one lock per machine
 MEASUREMENT = config["measurement"]
 
 
@@ -173,6 +175,38 @@ def run_attempt(wildcards):
     if record.get("status") == "failed":
         return f"again after the failure at {record.get('started_at')}"
     return record.get("attempt", "first")
+
+
+# What a timed run asks a scheduler for (profiles/slurm, profiles/kubernetes), from its point:
+# its nodes, one task per node (the node's training process, dlbench.nodes), every core of each
+# (THREADS), its devices per node as GPUs where the config says device: gpu, memory per node by
+# workload, and its timeout plus a margin.
+
+def run_nodes(wildcards):
+    return spec_of(wildcards).nodes
+
+
+def run_gpus(wildcards):
+    spec = spec_of(wildcards)
+    return spec.devices // spec.nodes if config["device"] == "gpu" and spec.framework else 0
+
+
+def run_memory_mb(wildcards):
+    workload = RUN_SETS[wildcards.workload][0]
+    memory = config["cluster"]["memory_mb"]
+    if workload not in memory:
+        raise WorkflowError(f"config cluster.memory_mb: no value for {workload} (it has {', '.join(memory)})")
+    return memory[workload]
+
+
+def run_minutes(wildcards):
+    return math.ceil(spec_of(wildcards).timeout_s / 60 + config["cluster"]["runtime_margin_minutes"])
+
+
+def run_launcher(wildcards):
+    """SLURM's executor's `mpi` resource for a run of several nodes: the job runs the harness in
+    its batch step, and the harness starts one process per node with srun. "" for one node."""
+    return "srun" if spec_of(wildcards).nodes > 1 else ""
 
 
 def run_priority(wildcards):

@@ -23,6 +23,15 @@ rule train:
     threads: workflow.cores
     resources:
         training=1,
+        # where a scheduler places it (common.smk): ignored on one machine
+        nodes=run_nodes,
+        tasks=run_nodes,
+        tasks_per_gpu=0,  # SLURM's plugin would otherwise ask for `tasks` tasks per GPU
+        cpus_per_task=THREADS,
+        gpu=run_gpus,
+        mem_mb=run_memory_mb,
+        runtime=run_minutes,
+        mpi=run_launcher,
     priority: run_priority
     conda:
         lambda wildcards: str(ENVS / f"{run_env(wildcards)}.yaml")

@@ -32,14 +32,6 @@ def test_a_node_finds_its_place_in_torchrun_s_variables():
     assert node.global_rank(local_rank=0, local_processes=1) == 1
 
 
-def test_a_node_finds_its_place_in_slurm_s_variables():
-    spec = smoke_spec("mnist", "pytorch", devices=4, nodes=2, strategy="ddp")
-    env = {"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "4242"}
-    node = this_node(spec, env=env)  # scontrol expands the node list, as on the cluster
-    assert (node.rank, node.nodes, node.address) == (1, 2, "gpu07")
-    assert node.port == this_node(spec, env={**env, "SLURM_PROCID": "0"}).port  # every node computes the same port
-
-
 def test_a_multi_node_run_without_its_place_or_with_another_size_stops_naming_it():
     spec = smoke_spec("mnist", "pytorch", devices=2, nodes=2, strategy="ddp")
     with pytest.raises(NodeError, match="spans 2 nodes.*srun"):

@@ -22,10 +22,10 @@ FRAMEWORKS = tuple(KNOWN)
 WORKLOADS = ("mnist", "imdb", "chestxray")
 SMOKE = ("--configfile", "presets/smoke.yaml")
 # Records of the smoke preset per workload and framework: MNIST small (one device + each
-# strategy at 2 devices); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
+# strategy at 2 devices + each strategy that spans nodes on 2 nodes); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
 # real/synthetic on one device; the framework loaders at 2 worker counts.
 SMOKE_RECORDS = {
-    "mnist": {name: 1 + len(framework.strategies) for name, framework in KNOWN.items()},
+    "mnist": {name: 1 + len(framework.strategies) + len(framework.multi_node) for name, framework in KNOWN.items()},
     "imdb": dict.fromkeys(FRAMEWORKS, 4),
     "chestxray": dict.fromkeys(FRAMEWORKS, 2),
     "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),

@@ -11,15 +11,17 @@ every framework.
 Nothing outlives the run: the training runs in a process group of its own, which is killed
 when the harness exits or is stopped (SIGTERM, SIGINT, SIGHUP); the harness ends when the
 process that started it (Snakemake) ends, and the training when the harness does, even by
-kill -9. With --lock, the harness holds an exclusive lock on that file for the whole
-training, so training runs never overlap, even across Snakemake invocations; the record is
-written under the lock.
+kill -9. With --lock PATH, the harness holds an exclusive lock on PATH-<host>.lock for the
+whole training, so training runs never overlap on one machine, even across Snakemake
+invocations (and runs on other nodes of a cluster do not wait); the record is written under
+the lock.
 """
 import argparse
 import collections
 import fcntl
 import json
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -100,7 +102,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="the run's spec as JSON text")
     parser.add_argument("--out", required=True, help="the record to write")
-    parser.add_argument("--lock", help="hold an exclusive lock on this file for the whole run")
+    parser.add_argument("--lock", help="hold an exclusive lock on PATH-<host>.lock for the whole run")
     parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
     args = parser.parse_args()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -110,7 +112,7 @@ def main():
     spec = json.loads(args.spec)
     point = spec_from_dict(spec).point()  # a bad spec fails here, naming the key, before anything runs
     try:
-        lock = exclusive(args.lock) if args.lock else None
+        lock = exclusive(f"{args.lock}-{socket.gethostname()}.lock") if args.lock else None
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
         t0 = time.perf_counter()
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -83,13 +83,22 @@ def free_port(span=1, host="127.0.0.1"):
     raise NodeError(f"no {span} consecutive free ports on {host}")
 
 
-def slurm_hosts(nodelist):
-    """The hosts of a SLURM node list (e.g. node[03-04],gpu1 -> node03 node04 gpu1), as scontrol expands it."""
+def _scontrol(*args):
     try:
-        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True, check=True)
+        return subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as err:
-        raise NodeError(f"scontrol show hostnames {nodelist} failed: {getattr(err, 'stderr', None) or err}")
-    return tuple(out.stdout.split())
+        raise NodeError(f"scontrol {' '.join(args)} failed: {getattr(err, 'stderr', None) or err}")
+
+
+def slurm_hosts(nodelist):
+    """The addresses of a SLURM node list's nodes, in its order (node[03-04] -> their NodeAddr, which
+    is their host name unless the site says otherwise), as scontrol expands and knows them."""
+    names = _scontrol("show", "hostnames", nodelist).split()
+    addresses = {}
+    for line in _scontrol("-o", "show", "node", nodelist).splitlines():
+        fields = dict(field.split("=", 1) for field in line.split() if "=" in field)
+        addresses[fields.get("NodeName")] = fields.get("NodeAddr") or fields.get("NodeName")
+    return tuple(addresses.get(name, name) for name in names)
 
 
 def _from_environment(env):
@@ -112,7 +121,7 @@ def _from_environment(env):
 def this_node(spec, env=None):
     """This process's node in the run of `spec`. One node: this machine, no rendezvous yet."""
     env = os.environ if env is None else env
-    hostname = socket.gethostname()
+    hostname = env.get("SLURMD_NODENAME") or socket.gethostname()  # SLURM's name of the node, under srun
     if spec.nodes == 1:
         return Node(0, 1, "127.0.0.1", None, spec.threads, hostname)
     place = _from_environment(env)

@@ -5,7 +5,9 @@ dlbench.contract). What the TensorFlow workload modules share is beside it: the 
 Strategies: "single" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
 devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiworker"
 (MultiWorkerMirroredStrategy, one worker process per device, started by `launch` with a
-TF_CONFIG cluster on 127.0.0.1).
+TF_CONFIG cluster on 127.0.0.1). A multiworker run across nodes (dlbench.nodes) starts each
+node's workers there, in one TF_CONFIG cluster that lists every node's workers at its host and
+the run's ports.
 
 Training is a custom training loop: `distribute` builds the run's input once, over its whole
 order (a tf.data dataset per replica; replica r of a process takes shard r of each of the
@@ -28,11 +30,12 @@ import keras
 import tensorflow as tf
 
 from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import NotApplicable, Placement
 
 STRATEGIES = ("single", *FRAMEWORKS["tensorflow"].strategies)
-WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index
+WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index on the node
 MEMORY_MEASURE = "tf.config.experimental.get_memory_info(GPU:0).peak"
 
 
@@ -72,30 +75,39 @@ def _free_ports(n):
     return ports
 
 
-def _launch_workers(n):
-    """This training process's command once per device, as MultiWorkerMirroredStrategy workers;
-    wait for worker 0 (which writes the results), fail when any worker fails."""
-    cluster = {"worker": [f"127.0.0.1:{port}" for port in _free_ports(n)]}
+def _cluster(spec, node):
+    """Every worker's address, in global order: node.rank's workers at node.rank * local + i."""
+    if node.nodes == 1:
+        return [f"127.0.0.1:{port}" for port in _free_ports(spec.devices)]
+    if node.hosts is None:
+        raise NodeError(f"TF_CONFIG lists every worker of every node, so it needs every node's host: nothing in "
+                        f"the environment gives them (SLURM's SLURM_STEP_NODELIST, or {HOSTS_VARIABLE})")
+    local = devices_per_node(spec)
+    return [f"{node.hosts[w // local]}:{node.port + w}" for w in range(spec.devices)]
+
+
+def _launch_workers(spec):
+    """This training process's command once per device of this node, as MultiWorkerMirroredStrategy
+    workers of the run's whole cluster; fail when any of them fails."""
+    node = this_node(spec)
+    local = devices_per_node(spec)
+    cluster = {"worker": _cluster(spec, node)}
     workers = [
-        subprocess.Popen([sys.executable, "-m", "dlbench.protocol", *sys.argv[1:]], stdin=subprocess.PIPE, env={
-            **os.environ, WORKER_ENV: str(i),
-            "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "worker", "index": i}}),
+        subprocess.Popen([sys.executable, "-m", "dlbench.protocol", *sys.argv[1:]], env={
+            **os.environ, WORKER_ENV: str(i), "TF_CONFIG": json.dumps(
+                {"cluster": cluster, "task": {"type": "worker", "index": node.global_rank(i, local)}}),
         })
-        for i in range(n)
+        for i in range(local)
     ]
-    chief, others = workers[0], workers[1:]
     try:
-        while chief.poll() is None:
-            failed = {i: w.returncode for i, w in enumerate(workers) if w.poll() not in (None, 0)}
+        while True:
+            codes = [w.poll() for w in workers]
+            failed = {i: code for i, code in enumerate(codes) if code not in (None, 0)}
             if failed:  # the others would wait for it in their collectives: stop them
-                raise RuntimeError(f"TensorFlow worker(s) failed, index: exit code {failed}")
+                raise RuntimeError(f"TensorFlow worker(s) failed, local index: exit code {failed}")
+            if all(code == 0 for code in codes):
+                return
             time.sleep(0.2)
-        if chief.returncode != 0:
-            raise RuntimeError(f"TensorFlow worker 0 failed with exit code {chief.returncode}")
-        for w in others:  # let them go (see teardown)
-            w.stdin.close()
-        for w in others:
-            w.wait(timeout=60)
     finally:
         for w in workers:
             if w.poll() is None:
@@ -112,28 +124,35 @@ def _exit_on_error(kind, value, tb):
 
 
 def launch(spec, target, args):
-    """target(worker, *args): here, or in each of N worker processes (multiworker on N > 1 devices)."""
+    """target(worker, *args): here, or in each of this node's worker processes (multiworker on N > 1
+    devices), `worker` their index on the node."""
     worker = os.environ.get(WORKER_ENV)
     if worker is not None:
         sys.excepthook = _exit_on_error
         target(int(worker), *args)
     elif spec.strategy == "multiworker" and spec.devices > 1:
-        _launch_workers(spec.devices)
+        _launch_workers(spec)
     else:
         target(0, *args)
 
 
-def setup(spec, device_kind, rank):
-    """Threads and devices of this process, before anything starts TF's runtime; then the strategy."""
-    processes = spec.devices if spec.strategy == "multiworker" else 1
+def setup(spec, device_kind, worker):
+    """Threads and devices of this process (`worker`: its index on the node), before anything starts
+    TF's runtime; then the strategy."""
+    multiworker = spec.strategy == "multiworker"
+    node = this_node(spec)
+    local_workers = devices_per_node(spec) if multiworker else 1
+    processes = spec.devices if multiworker else 1
+    rank = node.global_rank(worker, local_workers)  # the worker's TF_CONFIG task index
     local = spec.devices // processes  # replicas this process drives
-    threads = max(1, spec.threads // processes)
+    threads = max(1, node.threads // local_workers)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(local)  # enough to run the local replicas side by side
     gpus = tf.config.list_physical_devices("GPU")
     if device_kind == "gpu":
-        names = [tf.config.experimental.get_device_details(g).get("device_name") for g in gpus[:spec.devices]]
-        tf.config.set_visible_devices(gpus[rank:rank + 1] if processes > 1 else gpus[:local], "GPU")
+        names = [tf.config.experimental.get_device_details(g).get("device_name")
+                 for g in gpus[:devices_per_node(spec)]]  # this node's
+        tf.config.set_visible_devices(gpus[worker:worker + 1] if processes > 1 else gpus[:local], "GPU")
         devices = [f"/gpu:{i}" for i in range(local)]
     else:
         names = []
@@ -231,6 +250,13 @@ def flushes_denormals():
 def teardown(placement):
     if placement.processes > 1 and placement.rank != 0:
         # Outlive worker 0, so that it never waits on a peer that is gone (TF's coordination
-        # service fails a cluster whose task left); the launcher closes our stdin once worker 0
-        # has exited.
-        sys.stdin.read()
+        # service fails a cluster whose task left): wait until its server, up until its process
+        # ends, takes no more connections; on this node or another alike.
+        chief = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"][0]
+        host, port = chief.rsplit(":", 1)
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=5).close()
+            except OSError:
+                return
+            time.sleep(0.2)
