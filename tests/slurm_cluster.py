@@ -1,11 +1,12 @@
 """A SLURM cluster on this machine, for the tests: munged, slurmctld and two slurmd (nodes
 node1 and node2, both on this host, as SLURM's multiple-slurmd mode allows), from Debian's
-packages (slurm-wlm, munge; .ci/run installs them). Everything lives in one folder (config,
-key, sockets, state, logs); the daemons run as the current user (root in CI) and are stopped
-at exit. No accounting database: the executor plugin queries job states with squeue, which
+packages (slurm-wlm, munge; .ci/run installs them). Everything lives in one folder (key,
+sockets, state, logs) but the configuration, which is written to /etc/slurm/slurm.conf (where
+there is none) and removed at exit; the daemons run as the current user (root in CI) and
+are stopped at exit. No accounting database: the executor plugin queries job states with squeue, which
 shows finished jobs for MinJobAge seconds.
 
-    with local_slurm(folder) as env:   # env: os.environ plus SLURM_CONF
+    with local_slurm(folder) as env:   # env: os.environ plus SLURM_CONF (the same path)
         subprocess.run(["sbatch", ...], env=env)
 """
 import contextlib
@@ -19,6 +20,7 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
 NODES = ("node1", "node2")
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 
 
 def available():
@@ -86,10 +88,15 @@ def _wait(check, what, timeout=60):
 
 
 @contextlib.contextmanager
-def local_slurm(folder, cpus=2, memory_mb=16000):
+def local_slurm(folder, cpus=2, memory_mb=64000):
     folder = Path(folder).resolve()
     (folder / "state").mkdir(parents=True, exist_ok=True)
-    conf = folder / "slurm.conf"
+    # SLURM's own path for it: the executor plugin's job steps drop SLURM_* variables (SLURM_CONF
+    # too), so srun inside a job finds the configuration only there; never over a real one.
+    conf = SYSTEM_CONF
+    if conf.exists():
+        raise RuntimeError(f"{conf} exists: this machine has a SLURM of its own; the test cluster would replace it")
+    conf.parent.mkdir(parents=True, exist_ok=True)
     conf.write_text(slurm_conf(folder, cpus, memory_mb))
     key = folder / "munge.key"
     key.write_bytes(os.urandom(1024))
@@ -127,3 +134,4 @@ def local_slurm(folder, cpus=2, memory_mb=16000):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        conf.unlink(missing_ok=True)

@@ -83,6 +83,7 @@ def run_row(record):
         "error": _short_error(record["error"]),
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
+        "hosts": " ".join(str(node["hostname"]) for node in record["nodes"]),  # its nodes', in node order
         "segments": len(record["segments"]),
         "unit_steps": plan.get("unit_steps"),
         "warmup_units": plan.get("warmup_units"),

@@ -5,7 +5,11 @@ What the MXNet workload modules share is beside it: the Trainer and the data-par
 Strategies: "single" (one context) and "kvstore" (data parallel over N contexts of ONE
 process: each context runs forward and backward on its contiguous slice of the batch, and the
 Gluon Trainer sums the N gradients in a KVStore, 'device' on GPUs and 'local' on the CPU, and
-applies one update, the same on every context). A run is always one process (rank 0).
+applies one update, the same on every context). On one node a run is one process (rank 0).
+Across nodes (kvstore) it is MXNet's parameter server, configured by the DMLC_* variables
+(dlbench.nodes): node 0's process also starts the scheduler, every node's a server, and each
+is a worker over its node's contexts; the Trainer sums every worker's gradients in a
+'dist_sync' kvstore and each worker applies the same update (rank: the worker's kv.rank).
 
 mxnet is imported only once `setup` has set the thread variables: its thread pools read
 OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, when the library loads. Nothing here or
@@ -14,13 +18,20 @@ in the workload modules imports it at module level (the protocol imports both be
 import os
 import subprocess
 import sys
+import traceback
 
 from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import FrameworkError, Placement
+from dlbench.processes import die_with_parent
 from dlbench.record import gpus
 
 STRATEGIES = ("single", *FRAMEWORKS["mxnet"].strategies)
+# The kvstore key of mean_over_processes' sums: beyond every Trainer's parameter indices (its
+# keys), small enough for the dist kvstore's key-to-server hash (key * 9973 in an int).
+LOSS_KEY = 100_000
+SERVICES_EXIT_S = 60  # the scheduler and servers end once every worker has left the kvstore
 
 
 def version():
@@ -53,8 +64,48 @@ def check(spec, device_kind):
 
 
 def launch(spec, target, args):
-    """Every strategy runs in this one process: its contexts are its devices."""
-    target(0, *args)
+    """Every strategy runs in this one process: its contexts are its devices. Across nodes this
+    process is its node's parameter-server worker; it starts the node's server (and on node 0
+    the scheduler) first, and reaps them once teardown has left the kvstore."""
+    if spec.nodes == 1:
+        target(0, *args)
+        return
+    node = this_node(spec)
+    variables = dmlc_variables(node)
+    # Each scheduler or server runs MXNet's server loop when `import mxnet` sees its role;
+    # with this process's threads to share, one thread each is enough to sum the gradients.
+    roles = ["scheduler", "server"] if node.rank == 0 else ["server"]
+    services = [subprocess.Popen([sys.executable, "-c", "import mxnet"], preexec_fn=die_with_parent,
+                                 env={**os.environ, **variables, "DMLC_ROLE": role,
+                                      "OMP_NUM_THREADS": "1", "MXNET_CPU_WORKER_NTHREADS": "1"})
+                for role in roles]
+    os.environ.update(variables, DMLC_ROLE="worker")  # read when setup imports mxnet and makes the kvstore
+    try:
+        target(0, *args)
+    except BaseException:
+        # A failed worker's kvstore would wait at its exit barrier for the others, forever: the
+        # node ends here, as a failed node, its scheduler and server with it.
+        traceback.print_exc()
+        sys.stderr.flush()
+        for service in services:
+            service.kill()
+        os._exit(1)
+    for service in services:
+        try:
+            service.wait(timeout=SERVICES_EXIT_S)
+        except subprocess.TimeoutExpired:
+            service.kill()
+            service.wait()
+
+
+def dmlc_variables(node):
+    """The parameter server's DMLC_* variables of a node's processes (but their role): the
+    scheduler at node 0's address and the run's base port, one server and one worker a node."""
+    variables = {"DMLC_PS_ROOT_URI": node.address, "DMLC_PS_ROOT_PORT": str(node.port),
+                 "DMLC_NUM_SERVER": str(node.nodes), "DMLC_NUM_WORKER": str(node.nodes)}
+    if node.hosts and not {"DMLC_NODE_HOST", "DMLC_INTERFACE"} & set(os.environ):
+        variables["DMLC_NODE_HOST"] = node.hosts[node.rank]  # the address the others reach this node at
+    return variables
 
 
 def thread_variables(total_threads, contexts):
@@ -66,8 +117,10 @@ def thread_variables(total_threads, contexts):
 
 def setup(spec, device_kind, rank):
     if rank != 0:
-        raise ValueError(f"an MXNet run is one process, rank 0, not {rank}")
-    threads = thread_variables(spec.threads, spec.devices)
+        raise ValueError(f"an MXNet run is one process a node, rank 0, not {rank}")
+    node = this_node(spec)
+    local_devices = devices_per_node(spec)
+    threads = thread_variables(node.threads, local_devices)
     wanted = {name: str(value) for name, value in threads.items()}
     if "mxnet" in sys.modules and any(os.environ.get(k) != v for k, v in wanted.items()):
         raise FrameworkError("mxnet was imported before its thread variables were set; "
@@ -75,28 +128,44 @@ def setup(spec, device_kind, rank):
     os.environ.update(wanted)
     import mxnet as mx
 
-    contexts = [mx.gpu(i) if device_kind == "gpu" else mx.cpu(i) for i in range(spec.devices)]
-    return Placement(rank=0, processes=1, device_kind=device_kind, local_devices=spec.devices,
-                     threads=spec.threads,
-                     handles={"contexts": contexts, "strategy": spec.strategy, "thread_variables": threads,
-                              "loaders": []})
+    contexts = [mx.gpu(i) if device_kind == "gpu" else mx.cpu(i) for i in range(local_devices)]
+    handles = {"contexts": contexts, "strategy": spec.strategy, "thread_variables": threads, "loaders": []}
+    rank, processes = 0, 1
+    if spec.nodes > 1:
+        # This node's worker (launch set the DMLC_* variables); it waits here for every node's.
+        kv = mx.kv.create("dist_sync")
+        kv.init(LOSS_KEY, mx.nd.zeros(1, dtype="float64"))
+        handles["kvstore"] = kv
+        rank, processes = kv.rank, kv.num_workers
+    return Placement(rank=rank, processes=processes, device_kind=device_kind, local_devices=local_devices,
+                     threads=node.threads, handles=handles)
 
 
 def contexts(placement):
-    """The run's contexts, one per device; the first one evaluates."""
+    """This process's contexts, one per device of its node; the first one evaluates."""
     return placement.handles["contexts"]
+
+
+def kvstore(placement):
+    """The dist_sync kvstore of a run across nodes, else None."""
+    return placement.handles.get("kvstore")
 
 
 # --- the protocol's calls ---------------------------------------------------------------------
 
 def barrier(placement):
-    """One process: nothing to wait for."""
+    """Every worker of a run across nodes; one process has nothing to wait for."""
+    if placement.processes > 1:
+        from dlbench.frameworks.mxnet import internals
+
+        internals.barrier(kvstore(placement))
 
 
 def sync(placement, pending):
     import mxnet as mx
 
     mx.nd.waitall()  # the engine is asynchronous: the work is done when its queues are empty
+    barrier(placement)
 
 
 def to_float(value):
@@ -104,7 +173,15 @@ def to_float(value):
 
 
 def mean_over_processes(value, placement):
-    return value
+    """The workers' values summed in the kvstore under a key of their own (the servers keep
+    the sum of a sync round), over the workers."""
+    if placement.processes == 1:
+        return value
+    import mxnet as mx
+
+    total = mx.nd.array([value], dtype="float64")
+    kvstore(placement).pushpull(LOSS_KEY, total, out=total)
+    return float(total.asscalar()) / placement.processes
 
 
 def gpu_allocator_peak(placement):
@@ -124,9 +201,10 @@ def describe(placement):
     gpu = placement.device_kind == "gpu"
     features = mx.runtime.Features()
     return {
-        "device": {"kind": placement.device_kind, "count": placement.local_devices,
+        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
                    "names": [g["name"] for g in gpus()[:placement.local_devices]] if gpu else []},
-        "threads": {**placement.handles["thread_variables"], "contexts": placement.local_devices},
+        "threads": {**placement.handles["thread_variables"], "contexts": placement.local_devices,
+                    "processes": placement.processes},
         "build_features": {name: features.is_enabled(name) for name in ("CUDA", "CUDNN", "MKLDNN", "OPENMP")},
         "framework_cpu": {"enabled_features": reported(lambda: sorted(name for name, feature in features.items()
                                                                       if feature.enabled))},
@@ -142,10 +220,13 @@ def flushes_denormals():
 
 
 def teardown(placement):
-    """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave them)."""
+    """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave
+    them); across nodes, leave the kvstore, which ends the scheduler and servers (launch)."""
     from dlbench.frameworks.mxnet import internals
 
     for loader in placement.handles["loaders"]:
         internals.stop_workers(loader)
     placement.handles["loaders"].clear()
     sync(placement, None)
+    if kvstore(placement) is not None:
+        internals.leave_kvstore(placement.handles.pop("kvstore"))

@@ -11,8 +11,14 @@ What each works around:
 - parameters_by_structure: an ImageNet parameter file saved with save_parameters names arrays
   by the model's structure (features.0.weight); Block._collect_params_with_prefix, which
   save_parameters and load_parameters use, gives the model's parameters under those names.
+- barrier: a dist kvstore's barrier of every worker is KVStore._barrier only.
+- leave_kvstore: a worker leaves a dist kvstore (waits for the others, stops the servers,
+  finalizes, after which the scheduler and servers exit) only when the KVStore is freed, in
+  its __del__; the Trainer that holds it lives until the protocol's os._exit, which frees
+  nothing, so teardown frees its handle (MXKVStoreFree) and leaves __del__ a NULL one.
 """
 import mxnet as mx
+from mxnet.base import _LIB, check_call
 
 from dlbench.frameworks import check_written_for
 
@@ -40,3 +46,12 @@ def batch_norm_settings(block):
 def parameters_by_structure(net):
     """{structural name (features.0.weight): Parameter} of a Block."""
     return net._collect_params_with_prefix()
+
+
+def barrier(kvstore):
+    kvstore._barrier()
+
+
+def leave_kvstore(kvstore):
+    check_call(_LIB.MXKVStoreFree(kvstore.handle))
+    kvstore.handle = None  # MXKVStoreFree(NULL), in __del__, deletes nothing

@@ -3,24 +3,36 @@ and what every MXNet workload module does the same way with them (`WorkloadMetho
 imported inside the functions (see the backend's docstring)."""
 import numpy as np
 
-from dlbench.frameworks.mxnet import contexts
+from dlbench.frameworks.mxnet import contexts, kvstore
 
 
 def make_trainer(params, optimizer, placement, learning_rate=None):
     """Adam (spec.optimizer; learning_rate, if given, instead of its rate) over the parameters
-    of every context, the gradients summed in a KVStore."""
+    of every context, the gradients summed in a KVStore: this process's, or across nodes the
+    run's dist_sync kvstore, whose servers only sum (each worker applies the update)."""
     import mxnet as mx
 
-    return mx.gluon.Trainer(params, "adam",
-                            {"learning_rate": optimizer.lr if learning_rate is None else learning_rate,
-                             "beta1": optimizer.beta1, "beta2": optimizer.beta2, "epsilon": optimizer.eps},
-                            kvstore="device" if placement.device_kind == "gpu" else "local")
+    adam = {"learning_rate": optimizer.lr if learning_rate is None else learning_rate,
+            "beta1": optimizer.beta1, "beta2": optimizer.beta2, "epsilon": optimizer.eps}
+    if kvstore(placement) is None:
+        return mx.gluon.Trainer(params, "adam", adam, kvstore="device" if placement.device_kind == "gpu" else "local")
+    # Not updated on the kvstore: its servers would run a pickled copy of the optimizer, which
+    # set_learning_rate does not reach, and they could not sum mean_over_processes' values.
+    trainer = mx.gluon.Trainer(params, "adam", adam, kvstore=kvstore(placement), update_on_kvstore=False)
+    # The Trainer's first call puts the parameters in the kvstore and pulls them back; in a
+    # step, that pull races the first gradients' pushpull on the same keys (the servers may
+    # answer it with the gradients' sum). Make that call now, every gradient stale (no
+    # update), and wait for it.
+    trainer.update(1, ignore_stale_grad=True)
+    mx.nd.waitall()
+    return trainer
 
 
 def train_step(net, loss_fn, trainer, placement, inputs, labels):
-    """One data-parallel step over the contexts: the batch split evenly (context i takes the
-    i-th contiguous slice), forward and backward on each, one update of the summed gradients.
-    Returns the batch's mean loss, an NDArray on the first context (nothing is read)."""
+    """One data-parallel step over the contexts: the batch (this process's slice of the global
+    batch) split evenly (context i takes the i-th contiguous slice), forward and backward on
+    each, one update of the gradients summed over every process's contexts. Returns the
+    batch's mean loss, an NDArray on the first context (nothing is read)."""
     from mxnet import autograd, gluon, nd
 
     ctx = contexts(placement)
@@ -30,7 +42,7 @@ def train_step(net, loss_fn, trainer, placement, inputs, labels):
         losses = [loss_fn(net(x), y) for x, y in zip(xs, ys)]
     autograd.backward(losses)
     batch = inputs.shape[0]
-    trainer.step(batch)  # the gradients are sums over the batch
+    trainer.step(batch * placement.processes)  # the gradients are sums over the global batch
     return nd.add_n(*[loss.sum().as_in_context(ctx[0]) for loss in losses]) / batch
 
 

@@ -1,7 +1,7 @@
 """DenseNet (config chestxray.blocks; DenseNet-121's architecture) on ChestX-ray14 in MXNet Gluon:
 the model zoo's DenseNet (14 logits, sigmoid
 + binary cross-entropy), Adam, on one context or data parallel over N contexts of one process
-(the Trainer sums the gradients in a KVStore).
+(the Trainer sums the gradients in a KVStore) or of one process a node (a dist_sync kvstore).
 
 Input "real": a Gluon Dataset that decodes the preprocessed images with mx.image.imread
 (MXNet's OpenCV) and crops, flips, scales and normalises them with MXNet operators, the crop

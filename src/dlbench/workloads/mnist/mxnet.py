@@ -1,5 +1,6 @@
 """MNIST CNNs in MXNet Gluon: one context, or data parallel over N contexts of one process
-(the Trainer sums the contexts' gradients in a KVStore).
+(the Trainer sums the contexts' gradients in a KVStore) or of one process a node (a dist_sync
+kvstore sums every node's).
 
 mxnet is imported inside the functions: its thread pools read the thread variables that the
 backend's setup sets, once, at import.

@@ -1,0 +1,75 @@
+"""The cluster path against a real SLURM: a two-node cluster on this machine (tests/slurm_cluster.py,
+Debian's slurm-wlm and munge), srun placing a run's node processes, and the smoke preset
+submitted through `--workflow-profile profiles/slurm`: every job a SLURM job, every record
+valid and naming the SLURM nodes it ran on (both nodes for the 2-node points), the report
+built. The daemons are stopped when the module ends."""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import copy_workflow, snakemake
+from dlbench.tables import load_records
+from slurm_cluster import NODES, available, local_slurm
+
+pytestmark = pytest.mark.slow
+
+# The test cluster's two nodes have 2 CPUs each (this machine's two cores, shared): a run
+# takes a node's 2 cores, as a run on a cluster takes a node's. squeue, not sacct (no accounting
+# database here); status checks every few seconds, not every 40.
+SLURM = ("--workflow-profile", "profiles/slurm", "--cores", "2", "--slurm-status-command", "squeue",
+         "--slurm-init-seconds-before-status-checks", "2", "--configfile", "presets/smoke.yaml")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = available()
+    if reason:
+        pytest.fail(f"the SLURM test needs a local SLURM: {reason}")
+    with local_slurm(tmp_path_factory.mktemp("slurm")) as env:
+        yield env
+
+
+def test_srun_gives_each_node_process_its_place(cluster, monkeypatch):
+    code = ("import json; from dlbench.nodes import this_node; from specs import smoke_spec; "
+            "n = this_node(smoke_spec('mnist', 'pytorch', devices=2, nodes=2, strategy='ddp')); "
+            "print(json.dumps([n.rank, n.nodes, n.address, n.hostname, n.hosts]))")
+    proc = subprocess.run(["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", sys.executable, "-c", code],
+                          env={**cluster, "PYTHONPATH": f"{Path(__file__).parent}:{cluster['PYTHONPATH']}"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    places = sorted(json.loads(line) for line in proc.stdout.splitlines())
+    # task i on the step's i-th node; the rendezvous at node1's address (NodeAddr)
+    assert places == [[0, 2, "127.0.0.1", "node1", ["127.0.0.1"] * 2], [1, 2, "127.0.0.1", "node2", ["127.0.0.1"] * 2]]
+
+
+@pytest.fixture(scope="module")
+def slurm_run(cluster, tmp_path_factory):
+    root = copy_workflow(tmp_path_factory.mktemp("slurm-workflow"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", cluster["SLURM_CONF"])
+        run = snakemake(*SLURM, cwd=root, check=False)
+        snakemake("--report", "results/report.html", "--configfile", "presets/smoke.yaml", cwd=root)
+    return root, run
+
+
+def test_the_smoke_preset_runs_as_slurm_jobs_with_valid_records_naming_their_nodes(slurm_run):
+    root, run = slurm_run
+    assert run.returncode == 0, run.stderr[-6000:]
+    assert "dlbench runs:" in run.stderr and " failed" not in run.stderr.split("dlbench runs:")[1].splitlines()[0]
+    # every job went through sbatch: the training runs' jobs at least
+    submitted = len(re.findall(r"has been submitted with SLURM jobid \d+", run.stderr))
+    assert submitted >= len(list((root / "results" / "runs").rglob("*.json")))
+    records = load_records(sorted((root / "results" / "runs").rglob("*.json")))  # each validated
+    assert {r["status"] for r in records} <= {"ok", "not_applicable"}
+    ran = [r for r in records if r["status"] == "ok"]
+    assert all(len(r["nodes"]) == r["spec"].get("nodes", 1) for r in ran)
+    assert all({n["hostname"] for n in r["nodes"]} <= set(NODES) for r in ran)
+    two = [r for r in ran if r["spec"].get("nodes", 1) == 2]
+    assert {r["framework"] for r in two} == {"pytorch", "tensorflow", "mxnet", "jax", "keras-jax"}
+    assert all([n["hostname"] for n in r["nodes"]] == list(NODES) for r in two)  # one process on each node
+    html = (root / "results" / "report.html").read_text()
+    assert "mnist-runs.csv" in html
