@@ -56,8 +56,10 @@ def venv_python(stack):
 
 
 def env_input(stack):
-    """Input a job needs for its environment: the venv's interpreter, or nothing under conda."""
-    return [] if USE_CONDA else venv_python(stack)
+    """Input a job needs for its environment: the venv's interpreter, or nothing under conda.
+    Code and venvs are local() inputs, at the same paths on every node (a storage plugin, as
+    profiles/kubernetes has, moves only the results)."""
+    return [] if USE_CONDA else local(venv_python(stack))
 
 
 def run_python(wildcards, input):
@@ -69,16 +71,16 @@ def script_inputs(script, modules=()):
     """A script (a name under scripts/, or a path: a workload's scripts/) and the dlbench modules
     it imports (and `modules`, which it imports by name): inputs of the job that runs it."""
     path = SCRIPTS / script
-    return {"script": str(path), "code": code_files(SRC, scripts=[path], modules=modules)}
+    return {"script": local(str(path)), "code": [local(f) for f in code_files(SRC, scripts=[path], modules=modules)]}
 
 
 def run_code(spec):
     """The code a run executes: the harness and protocol, the framework's backend, the run set's
     module for the framework (for a run of no framework, its task) and the workload's definition
     (its spec, its initial weights), with everything they import."""
-    return code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(spec.framework),
+    return [local(f) for f in code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(spec.framework),
                                     workload_module(spec.workload, spec.framework),
-                                    f"dlbench.workloads.{RUN_SETS[spec.workload][0]}.definition"])
+                                    f"dlbench.workloads.{RUN_SETS[spec.workload][0]}.definition"])]
 
 
 # ---- raw data ----------------------------------------------------------------------

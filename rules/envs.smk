@@ -6,7 +6,7 @@
 
 rule build_venv:
     output:
-        f"{VENV_PREFIX}/{{stack}}-{{hash}}/python",
+        local(f"{VENV_PREFIX}/{{stack}}-{{hash}}/python"),
     params:
         env_file=lambda wildcards: str(ENVS / f"{wildcards.stack}.yaml"),
     log:

@@ -9,7 +9,8 @@ applies one update, the same on every context). On one node a run is one process
 Across nodes (kvstore) it is MXNet's parameter server, configured by the DMLC_* variables
 (dlbench.nodes): node 0's process also starts the scheduler, every node's a server, and each
 is a worker over its node's contexts; the Trainer sums every worker's gradients in a
-'dist_sync' kvstore and each worker applies the same update (rank: the worker's kv.rank).
+'dist_sync' kvstore and each worker applies the same update. A worker's rank is its kv.rank,
+the scheduler's numbering, which need not follow the nodes'.
 
 mxnet is imported only once `setup` has set the thread variables: its thread pools read
 OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, when the library loads. Nothing here or
