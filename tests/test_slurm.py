@@ -24,6 +24,39 @@ SLURM = ("--workflow-profile", "profiles/slurm", "--cores", "2", "--slurm-status
          "--slurm-init-seconds-before-status-checks", "2", "--configfile", "presets/smoke.yaml")
 
 
+def job_resources(dry_run_output):
+    """{record path: {resource: value}} of the training jobs of a dry run."""
+    found = {}
+    for block in dry_run_output.split("rule train:")[1:]:
+        output = re.search(r"output: (\S+)", block)[1]
+        line = re.search(r"resources: (.*)", block)[1]
+        found[output] = dict(item.split("=", 1) for item in line.split(", "))
+    return found
+
+
+@pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
+def test_a_cluster_profile_asks_for_what_each_point_needs(profile):
+    """The executor's resources come from the point: nodes and one task per node, the node's
+    cores, GPUs only with device: gpu, memory by workload, time from the workload's timeout."""
+    dry = snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
+                    "presets/smoke.yaml")
+    jobs = job_resources(dry.stdout)
+    point = "results/runs/mnist/pytorch/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_repeat~1.json"
+    one = jobs[point.format(1, 1, "single")]
+    assert (one["nodes"], one["tasks"], one["cpus_per_task"], one["gpu"]) == ("1", "1", "2", "0")
+    assert one["mem_mb"] == "8000" and one["runtime"] == str(10 + 15)  # smoke mnist: 10 minutes, + the margin
+    assert jobs["results/runs/chestxray/pytorch/input~real_devices~1_nodes~1_strategy~single_repeat~1.json"][
+        "mem_mb"] == "32000"
+    if profile == "slurm":
+        two = jobs[point.format(2, 2, "ddp")]
+        assert (two["nodes"], two["tasks"], two["mpi"], two["slurm_extra"]) == ("2", "2", "srun", "--exclusive")
+        assert one["mpi"] == ""  # one node: no launcher
+    gpu = job_resources(snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
+                                  "presets/smoke.yaml", "--config", "device=gpu").stdout)
+    assert gpu[point.format(2, 1, "ddp")]["gpu"] == "2" and gpu[point.format(1, 1, "single")]["gpu"] == "1"
+    assert gpu[point.format(2, 2, "ddp")]["gpu"] == "1"  # devices per node
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     reason = available()

@@ -7,14 +7,19 @@ Strategies: "single" (one device) and "sharding" (N devices of ONE process: a
 jax.sharding.Mesh with one axis, "batch"; each batch is placed with NamedSharding split along
 the batch axis, device i taking the i-th contiguous slice as dlbench.contract.shard does; the
 model and optimizer state are replicated; the compiled step is the same code, and XLA's
-partitioner adds the all-reduce of the gradients). A run is always one process (rank 0).
-Batch normalisation under "sharding" normalises over the global batch (XLA partitions the
+partitioner adds the all-reduce of the gradients). On one node a run is one process (rank 0).
+Across nodes (dlbench.nodes) it is one process per node, joined by jax.distributed.initialize
+(node 0's address is the coordinator; cross-process collectives on the CPU over gloo): the
+mesh spans every process's devices, process p feeding the p-th contiguous slice of each global
+batch (Placement.local, jax.make_array_from_process_local_data), so that the global batch and
+the computation are those of one process with all the devices; process 0 evaluates alone, on
+its own replica of the state (`local_replica`). Batch normalisation under "sharding" normalises over the global batch (XLA partitions the
 batch mean like any other reduction), where PyTorch's DDP and TF's MirroredStrategy use each
 replica's own batch: the idiom of each framework.
 
 `configure` runs first in the training process, before anything starts JAX's backends
-(importing jax does not): it sets the number of CPU devices (jax_num_cpu_devices = devices) and
-the run's threads. XLA's CPU client sizes its intra-op thread pool (the "XLAEigen" threads that
+(importing jax does not): it sets the number of CPU devices (jax_num_cpu_devices = the devices
+of this node) and the node's threads, and joins the other nodes' processes. XLA's CPU client sizes its intra-op thread pool (the "XLAEigen" threads that
 run the convolutions and matrix products of every CPU device of the process) from the NPROC
 environment variable when it starts, else from the CPU count; NPROC = spec.threads (checked:
 NPROC=1, 2, 4 give 1, 2, 4 such threads; XLA_FLAGS=--xla_cpu_multi_thread_eigen=false does not
@@ -47,8 +52,10 @@ import sys
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from dlbench.frameworks import reported
+from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import FrameworkError, Placement
 
@@ -61,11 +68,14 @@ def version():
     return jax.__version__
 
 
-def configure(spec):
-    """The CPU device count and the threads, before JAX starts its backends (idempotent)."""
+def configure(spec, join=True):
+    """The CPU device count and the threads of this node's process, before JAX starts its
+    backends (idempotent); in a run of several nodes, then `join` the other nodes' processes
+    (join=False: the caller joins them itself, as Keras does through keras.distribution)."""
     from dlbench.frameworks.jax import internals
 
-    wanted = {"NPROC": str(spec.threads), "jax_num_cpu_devices": spec.devices}
+    node = this_node(spec)
+    wanted = {"NPROC": str(node.threads), "jax_num_cpu_devices": devices_per_node(spec), "nodes": spec.nodes}
     if _CONFIGURED:
         if _CONFIGURED != wanted:
             raise FrameworkError(f"JAX was configured with {_CONFIGURED}, this run wants {wanted}")
@@ -74,8 +84,21 @@ def configure(spec):
         raise FrameworkError("JAX's backends started before configure(): the CPU device count and threads "
                              f"{wanted} cannot be set any more")
     os.environ["NPROC"] = wanted["NPROC"]
-    jax.config.update("jax_num_cpu_devices", spec.devices)
+    jax.config.update("jax_num_cpu_devices", wanted["jax_num_cpu_devices"])
+    if spec.nodes > 1:
+        # XLA's CPU client runs cross-process collectives with these (gloo: JAX 0.10.2's default, said here)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        if join:
+            jax.distributed.initialize(**join_arguments(spec, node),
+                                       shutdown_timeout_seconds=int(spec.timeout_s))
     _CONFIGURED.update(wanted)
+
+
+def join_arguments(spec, node):
+    """Where this node's process meets the others: node 0's address and the run's base port
+    (the coordinator), this process's place, its devices (on GPUs: the node's first ones)."""
+    return dict(coordinator_address=f"{node.address}:{node.port}", num_processes=node.nodes,
+                process_id=node.rank, local_device_ids=list(range(devices_per_node(spec))))
 
 
 def visible_gpus():
@@ -109,34 +132,58 @@ def launch(spec, target, args):
 
 
 def setup(spec, device_kind, rank):
+    """The mesh over the run's devices: this process's, or every node's process's in process
+    order (process p's devices hold the p-th slice of the batch axis, as Placement.local says)."""
     if rank != 0:
-        raise ValueError(f"a JAX run is one process, rank 0, not {rank}")
+        raise ValueError(f"a JAX run is one process per node, local rank 0, not {rank}")
     configure(spec)
     platform = "gpu" if device_kind == "gpu" else "cpu"
-    devices = jax.devices(platform)
+    devices = sorted(jax.devices(platform), key=lambda d: d.process_index)  # stable: each process's in its order
     if len(devices) < spec.devices:
         raise FrameworkError(f"{spec.devices} {platform} devices asked for, JAX has {len(devices)}")
     devices = devices[:spec.devices]
+    local = [d for d in devices if d.process_index == jax.process_index()]
     mesh = jax.sharding.Mesh(np.array(devices), (BATCH_AXIS,))
+    local_mesh = mesh if len(local) == len(devices) else jax.sharding.Mesh(np.array(local), (BATCH_AXIS,))
     P = jax.sharding.PartitionSpec
-    return Placement(rank=0, processes=1, device_kind=device_kind, local_devices=spec.devices, threads=spec.threads,
+    return Placement(rank=jax.process_index(), processes=jax.process_count(), device_kind=device_kind,
+                     local_devices=len(local), threads=this_node(spec).threads,
                      handles={"devices": devices, "mesh": mesh, "strategy": spec.strategy,
                               "batch": jax.sharding.NamedSharding(mesh, P(BATCH_AXIS)),
                               "replicated": jax.sharding.NamedSharding(mesh, P()),
+                              # this process's devices alone: what it computes without the others
+                              "local_batch": jax.sharding.NamedSharding(local_mesh, P(BATCH_AXIS)),
+                              "local_replicated": jax.sharding.NamedSharding(local_mesh, P()),
                               "pending": None, "feeds": []})
 
 
+def local_replica(tree, placement):
+    """This process's replica of replicated arrays, as arrays of its own devices alone
+    ("local_replicated"): what process 0 evaluates with while the others wait, with no
+    collective they are not in. One process: the arrays as they are."""
+    if placement.processes == 1:
+        return tree
+    sharding = placement.handles["local_replicated"]
+    return jax.tree.map(lambda x: jax.make_array_from_single_device_arrays(
+        x.shape, sharding, [shard.data for shard in x.addressable_shards]), tree)
+
+
 def barrier(placement):
-    """One process: nothing to wait for."""
+    """Every process reaches this point (a collective over every device: JAX's
+    sync_global_devices); one process: nothing to wait for."""
+    if placement.processes > 1:
+        multihost_utils.sync_global_devices("dlbench barrier")
 
 
 def sync(placement, pending):
     """Wait for the device values of the block: `pending` (the sum of the step losses, which
     depends on every step through the state), else the last value a step handed to the backend
-    (`hold`). All outputs of one XLA execution become ready together."""
+    (`hold`). All outputs of one XLA execution become ready together. Then, across nodes, wait
+    for the other processes (`barrier`)."""
     value = pending if pending is not None else placement.handles["pending"]
     if value is not None:
         jax.block_until_ready(value)
+    barrier(placement)
 
 
 def hold(placement, value):
@@ -149,7 +196,10 @@ def to_float(value):
 
 
 def mean_over_processes(value, placement):
-    return value
+    if placement.processes == 1:
+        return value
+    # float32: JAX's 64-bit types are off (a step's loss is float32 already)
+    return float(np.mean(multihost_utils.process_allgather(np.float32(value))))
 
 
 def gpu_allocator_peak(placement):
@@ -168,7 +218,7 @@ def describe(placement):
         "device": {"kind": placement.device_kind, "count": len(devices),
                    "names": [d.device_kind for d in devices] if gpu else []},
         "threads": {"NPROC": os.environ.get("NPROC"), "jax_num_cpu_devices": jax.config.jax_num_cpu_devices,
-                    "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "processes": 1,
+                    "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "processes": placement.processes,
                     "mesh": {BATCH_AXIS: len(devices)}},
         "jaxlib": jaxlib.__version__, "backend_platform": devices[0].platform,
         "platform_version": devices[0].client.platform_version,
@@ -188,7 +238,7 @@ def cpu_kernels():
 def flushes_denormals():
     """Denormal float32s times one in a jitted XLA computation on the CPU (arguments, not constants
     that the compiler could fold; 2**20 of them)."""
-    cpu = jax.devices("cpu")[0]
+    cpu = jax.local_devices(backend="cpu")[0]
     inputs = jax.device_put(denormals(), cpu)
     ones = jax.device_put(np.ones(inputs.shape, np.float32), cpu)
     return flushed(jax.jit(jax.numpy.multiply)(inputs, ones))
@@ -206,7 +256,9 @@ def _installed(distribution):
 def teardown(placement):
     """Stop the loaders' worker processes (the protocol ends with os._exit, which would leave
     them), after the last values are done and let go (a loader's batches live in shared memory);
-    then wait for grain to unlink that memory."""
+    then wait for grain to unlink that memory. Across nodes, leave jax.distributed (its shutdown
+    waits for every process: none leaves while process 0 still reports; os._exit skips JAX's
+    atexit shutdown)."""
     sync(placement, None)
     placement.handles["pending"] = None
     for feed in placement.handles["feeds"]:
@@ -216,3 +268,5 @@ def teardown(placement):
 
     gc.collect()  # the batches let go are unlinked by grain's thread (internals.py says why)
     internals.wait_for_released_batches()
+    if placement.processes > 1:
+        jax.distributed.shutdown()

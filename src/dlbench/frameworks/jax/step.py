@@ -5,14 +5,16 @@ over nnx.split state), batches on the mesh, Adam, predictions and the parameter 
 import jax
 import numpy as np
 
-from dlbench.frameworks.jax import hold
+from dlbench.frameworks.jax import hold, local_replica
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 
 
 def place_batch(placement, arrays):
     """A host batch (a tuple of numpy arrays) on the devices: split along the batch axis over the
-    mesh (device i takes the i-th contiguous slice), or on the one device."""
-    return jax.device_put(arrays, placement.handles["batch"])
+    mesh (device i takes the i-th contiguous slice), or on the one device. Across nodes `arrays`
+    is this process's slice of the global batch (Placement.local), and the global batch is made
+    of every process's (in one process, the function is device_put)."""
+    return jax.make_array_from_process_local_data(placement.handles["batch"], arrays)
 
 
 def make_adam(spec, learning_rate):
@@ -98,15 +100,19 @@ class WorkloadMethods:
         return self._infer
 
     def predict(self, inputs):
+        """On this process's devices (all of a one-process run's): process 0 evaluates alone,
+        on its replica of the training state."""
         from flax import nnx
 
         inputs = np.ascontiguousarray(self.to_model_layout(inputs.astype(self.input_dtype, copy=False)))
         handles = self.placement.handles
-        state = self.training.model_state() if self.training is not None else nnx.state(self.model)
-        # Split over the mesh where the batch divides evenly, else every device reads it all.
-        sharding = handles["batch"] if len(inputs) % len(handles["devices"]) == 0 else handles["replicated"]
-        if self.training is None:
-            state = jax.device_put(state, handles["replicated"])
+        if self.training is not None:
+            state = local_replica(self.training.model_state(), self.placement)
+        else:
+            state = jax.device_put(nnx.state(self.model), handles["local_replicated"])
+        # Split over the devices where the batch divides evenly, else every device reads it all.
+        sharding = (handles["local_batch"] if len(inputs) % self.placement.local_devices == 0
+                    else handles["local_replicated"])
         return np.asarray(self._inference()(state, jax.device_put(inputs, sharding)))
 
     def parameter_count(self):

@@ -11,11 +11,16 @@ tf.distribute strategy), dlbench.frameworks.jax (the CPU device count and thread
 configure before JAX starts; the sync blocks on a value), dlbench.frameworks.pytorch (threads).
 Keras is imported only after `configure` (KERAS_TORCH_DEVICE is read at import).
 
-Strategies, all in one process: "single"; keras-tensorflow "mirrored", tf.distribute's
+Strategies, all in one process on a node: "single"; keras-tensorflow "mirrored", tf.distribute's
 MirroredStrategy over this process's devices (made by the TensorFlow backend's setup: on a CPU
 one logical device per replica), the model built and compiled in its scope; keras-jax
 "data-parallel", keras.distribution.DataParallel over N JAX devices (N CPU devices on a CPU),
-set before the model is built. keras-torch has none: keras.distribution has no torch
+set before the model is built. Across nodes (dlbench.nodes) keras-jax runs one process per node,
+joined by keras.distribution.initialize (jax.distributed at node 0's address); DataParallel
+spans every process's devices, and each process's PyDataset gives its slice of the global batch
+(Placement.local), which Keras' JAX trainer assembles into the global one
+(jax.make_array_from_process_local_data); process 0 evaluates alone, on its replica of the
+variables (fit.py). keras-torch has none: keras.distribution has no torch
 implementation in Keras 3.15.1 (keras/src/backend/__init__.py sets distribution_lib to None
 for torch) and the torch trainer's fit runs on one device, so a point of more than one device
 is not applicable. Either engine splits each global batch into contiguous per-replica
@@ -32,6 +37,7 @@ import os
 
 from dlbench.frameworks import FRAMEWORKS, backend_module
 from dlbench.contract import FrameworkError, NotApplicable
+from dlbench.nodes import this_node
 
 # framework (keras-<backend>, dlbench.frameworks) -> the Keras backend it runs on, and that
 # backend -> the benchmark's backend module of its engine (placement, threads, sync)
@@ -85,14 +91,32 @@ def engine_spec(spec):
 
 def configure(spec):
     """Before Keras and its engine start: the engine's own settings (JAX's CPU device count and
-    threads), Keras' torch device when the run is on the CPU; then the backend check."""
+    threads), Keras' torch device when the run is on the CPU; then the backend check; then, in a
+    keras-jax run of several nodes, Keras joins the other nodes' processes (`join`)."""
     name = keras_backend_of(spec.framework)
     if name == "torch" and spec.device == "cpu":
         os.environ["KERAS_TORCH_DEVICE"] = "cpu"  # read once, when Keras is imported
     module = engine(name)
-    if hasattr(module, "configure"):
+    if name == "jax":
+        module.configure(engine_spec(spec), join=False)  # Keras' own initialize joins (below)
+    elif hasattr(module, "configure"):
         module.configure(engine_spec(spec))
     check_backend(spec)
+    if name == "jax" and spec.nodes > 1:
+        join(spec)
+
+
+def join(spec):
+    """keras.distribution.initialize: jax.distributed.initialize at node 0's address (the
+    engine's join_arguments), and Keras' random seed agreed across the processes."""
+    import keras
+
+    node = this_node(spec)
+    arguments = engine("jax").join_arguments(spec, node)
+    # Keras passes no local device ids: JAX reads them from here (else, under SLURM, one device a task)
+    os.environ["JAX_LOCAL_DEVICE_IDS"] = ",".join(map(str, arguments["local_device_ids"]))
+    keras.distribution.initialize(job_addresses=arguments["coordinator_address"],
+                                  num_processes=arguments["num_processes"], process_id=arguments["process_id"])
 
 
 def version():
@@ -117,7 +141,7 @@ def check(spec, device_kind):
 
 
 def launch(spec, target, args):
-    """One process: Keras' data parallelism drives every device from it."""
+    """One process a node: Keras' data parallelism drives every device of the node from it."""
     target(0, *args)
 
 
@@ -132,7 +156,10 @@ def setup(spec, device_kind, rank):
         if len(devices) < spec.devices:
             raise FrameworkError(f"keras-jax sees {len(devices)} {device_kind} device(s), the run asks for "
                                  f"{spec.devices}: the JAX backend's configure sets the CPU device count")
-        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:spec.devices]))
+        # Across nodes each process's PyDataset already gives its slice of every global batch
+        # (Placement.local); Keras' auto-sharding takes tf.data datasets only (one process: unused).
+        keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:spec.devices],
+                                                                            auto_shard_dataset=False))
     return placement
 
 
@@ -161,7 +188,7 @@ def to_float(value):
 
 
 def mean_over_processes(value, placement):
-    return value  # one process
+    return engine(placement.handles["keras_backend"]).mean_over_processes(value, placement)
 
 
 def gpu_allocator_peak(placement):

@@ -133,18 +133,42 @@ class WorkloadMethods:
 
     def predict(self, inputs):
         """Numpy inputs in PyTorch's layout -> numpy outputs, in inference mode (predict_on_batch:
-        compiled as fit's step is). A batch that the replicas do not divide is padded."""
+        compiled as fit's step is; across nodes `_predict_alone`). A batch that the replicas do
+        not divide is padded."""
         inputs = self.inputs_to_keras(inputs)
         pad = -len(inputs) % replicas(self.placement)
         if pad:
             inputs = np.concatenate([inputs, np.repeat(inputs[-1:], pad, axis=0)])
-        if self.placement.handles.get("keras_strategy") == "mirrored":
+        if self.placement.processes > 1:
+            outputs = self._predict_alone(inputs)
+        elif self.placement.handles.get("keras_strategy") == "mirrored":
             # predict_on_batch under a tf.distribute strategy runs the whole batch on every
             # replica and concatenates (N times the outputs); predict splits it.
             outputs = self.model.predict(inputs, batch_size=len(inputs), verbose=0)
         else:
             outputs = self.model.predict_on_batch(inputs)
         return np.asarray(outputs)[:len(inputs) - pad]
+
+    def _predict_alone(self, inputs):
+        """keras-jax across nodes: process 0 evaluates while the others wait (the protocol), and
+        predict_on_batch would be a computation of every process (the variables and the
+        distributed batch span the global mesh). The model's stateless_call, compiled, on this
+        process's replica of the variables and its own devices instead (the JAX backend's
+        local_replica)."""
+        import jax
+
+        from dlbench.frameworks.jax import local_replica
+
+        if getattr(self, "_stateless_predict", None) is None:
+            model = self.model
+
+            def call(trainable, non_trainable, x):
+                return model.stateless_call(trainable, non_trainable, x, training=False)[0]
+
+            self._stateless_predict = jax.jit(call)
+        variables = local_replica(([v.value for v in self.model.trainable_variables],
+                                   [v.value for v in self.model.non_trainable_variables]), self.placement)
+        return self._stateless_predict(*variables, jax.device_put(inputs, self.placement.handles["local_batch"]))
 
     def parameter_count(self):
         return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)
