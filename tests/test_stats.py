@@ -191,6 +191,18 @@ def test_devices_ratios_ignore_the_one_device_strategy_and_split_by_the_other():
     assert found.loc["2 / 1 devices (dp)", "framework"] == "pytorch"
 
 
+def test_nodes_ratios_compare_the_same_devices_and_strategy_over_more_nodes():
+    point = {**MNIST, "nodes": 1}
+    units = table(point_rows("pytorch", noisy(100, seed=1), point=point),
+                  point_rows("pytorch", noisy(180, seed=2), point=point, devices=2, strategy="ddp"),
+                  point_rows("pytorch", noisy(90, seed=3), point=point, devices=2, nodes=2, strategy="ddp"))
+    found = ratios(units, resamples=RESAMPLES).set_index("comparison")
+    assert list(found.index) == ["2 / 1 devices (ddp)", "2 / 1 nodes"]  # not 2 nodes x 1 device over 1 device
+    assert found.loc["2 / 1 nodes", "ratio"] == pytest.approx(0.5, rel=0.03)
+    assert found.loc["2 / 1 nodes", "devices"] == 2 and found.loc["2 / 1 nodes", "strategy"] == "ddp"
+    assert pd.isna(found.loc["2 / 1 nodes", "nodes"])
+
+
 def test_describe_reads_as_one_line():
     units = table(point_rows("pytorch", noisy(100, seed=1)), point_rows("tensorflow", noisy(142, seed=2)))
     line = describe(ratios(units, resamples=RESAMPLES).iloc[0])

@@ -26,6 +26,7 @@ ONE_SAMPLE = "one repeat: no interval"
 DIMENSIONS = [
     ("grad", ["sparse"], "dense", lambda num: "sparse / dense grad"),
     ("devices", None, 1, lambda num: f"{num} / 1 devices"),
+    ("nodes", None, 1, lambda num: f"{num} / 1 nodes"),   # the same devices over N nodes, the same strategy
     ("input", ["synthetic"], "real", lambda num: "synthetic / real input"),
     ("workers", None, 0, lambda num: f"{num} / 0 workers"),
     ("library", None, "pillow", lambda num: f"{num} / pillow"),   # image libraries (runs of no framework)
@@ -198,6 +199,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
       (in `frameworks` order if given, else alphabetical) over the earlier;
     - within a framework, one dimension changed and the other keys equal: sparse / dense grad,
       N / 1 devices (one ratio per N-device strategy; the 1-device side whatever its strategy),
+      the same devices on N / 1 nodes,
       synthetic / real input, W / 0 workers, an image library / pillow.
 
     The point keys that stay fixed are columns (NaN where they do not apply; the compared
