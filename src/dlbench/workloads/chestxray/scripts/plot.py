@@ -20,14 +20,14 @@ def train_minutes(runs):
     """Train + validation minutes of an epoch of each run, as the study timed them: the
     training set at the steady seconds per step, plus one evaluation (the final one's time:
     validation and test sets are evaluated the same way)."""
-    minutes = runs[["framework", "run_id", "input", "devices", "strategy", "repeat"]].copy()
+    minutes = runs[["framework", "run_id", "input", "devices", "nodes", "strategy", "repeat"]].copy()
     minutes["minutes"] = (runs["epoch_s"] + runs["final_eval_s"].fillna(0)) / 60
     return minutes.dropna(subset=["minutes"])
 
 
 def study_table(minutes):
     """Mean train + validation minutes: framework and devices (rows) by real or synthetic data."""
-    table = minutes.pivot_table(index=["framework", "devices", "strategy"], columns="input", values="minutes",
+    table = minutes.pivot_table(index=["framework", "devices", "nodes", "strategy"], columns="input", values="minutes",
                                 aggfunc="mean")
     table.columns = [f"{column} data (min)" for column in table.columns]
     return table.reset_index()
@@ -68,7 +68,7 @@ def loader_verdict(training_points, rates):
 
 def auc_table(training):
     columns = [c for c in training.columns if c.startswith("test_auc_per_finding_")]
-    table = training[["framework", "input", "devices", "strategy", "repeat", "test_auc_macro", *columns]]
+    table = training[["framework", "input", "devices", "nodes", "strategy", "repeat", "test_auc_macro", *columns]]
     return table.rename(columns={c: c.removeprefix("test_auc_per_finding_") for c in columns})
 
 
@@ -93,9 +93,9 @@ def main():
     loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
                 f"{args.model}: training loss by step {source}")
     minutes = train_minutes(training) if not training.empty else pd.DataFrame(
-        columns=["framework", "input", "devices", "strategy", "repeat", "minutes"])
+        columns=["framework", "input", "devices", "nodes", "strategy", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
-        pd.DataFrame(columns=["framework", "devices", "strategy"]).to_csv(args.minutes_table, index=False)
+        pd.DataFrame(columns=["framework", "devices", "nodes", "strategy"]).to_csv(args.minutes_table, index=False)
     auc = auc_table(training) if "test_auc_macro" in training else pd.DataFrame(columns=["framework"])
     auc.to_csv(args.auc_table, index=False)
     loader_verdict(points, rates).to_csv(args.verdict_table, index=False)
@@ -103,7 +103,8 @@ def main():
     if minutes.empty:
         no_data(args.outdir / "train-minutes.png", f"no successful {args.model} run")
     else:
-        minutes["devices"] = minutes["devices"].astype(str) + " (" + minutes["strategy"] + ")"
+        minutes["devices"] = (minutes["devices"].astype(str) + minutes["nodes"].map(lambda n: f" on {n} nodes" if n > 1 else "")
+                              + " (" + minutes["strategy"] + ")")
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar="sd", height=3.5, aspect=1.2)
         grid.set(xlabel="train + validation (min)", ylabel="")

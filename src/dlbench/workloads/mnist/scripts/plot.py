@@ -36,14 +36,15 @@ def main():
     models = [m for m in ("small", "large") if m in set(runs["model"])]
 
     points = pd.read_csv(args.points)
-    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "strategy"]), "mean",
+    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "nodes", "strategy"]), "mean",
                   "ci_low", "ci_high", args.outdir / "throughput.png", with_numerics("MNIST training throughput", runs),
                   "images/s, steady units: mean of the repeats and hierarchical bootstrap interval")
 
     convergence = pd.read_csv(args.convergence)
     loss_curves(convergence, pd.read_csv(args.units), args.outdir / "loss.png", "MNIST: training loss by step")
     epochs = convergence[(convergence["status"] == "ok") & convergence["segment"].isin([1, 2])].copy()
-    epochs["run"] = label(epochs) + " x" + epochs["devices"].astype(str) + " (" + epochs["duplicate"].map("duplicate {}".format) + ")"
+    epochs["run"] = (label(epochs) + " x" + epochs["devices"].astype(str) + epochs["nodes"].map(lambda n: f" on {n} nodes" if n > 1 else "")
+                     + " (" + epochs["duplicate"].map("duplicate {}".format) + ")")
     epochs["epoch"] = epochs["segment"].map({1: "first", 2: "second"})
     grid = sns.catplot(data=epochs.sort_values(["framework", "devices"]), y="run", x="wall_s", hue="epoch",
                        col="model", col_order=models, kind="bar", errorbar="sd", sharex=False, sharey=False,
@@ -52,12 +53,12 @@ def main():
     save(grid, args.outdir / "first-vs-second-epoch.png", with_numerics("MNIST first vs second epoch", runs))
 
     ratios = pd.read_csv(args.ratios)
-    scale = ratios[ratios["comparison"].astype(str).str.contains("devices")].reset_index(drop=True)
+    scale = ratios[ratios["comparison"].astype(str).str.contains("devices|nodes")].reset_index(drop=True)
     names = scale["framework"].astype(str) + " " + scale["comparison"].astype(str) + " " + point_label(
         scale.assign(framework=""), ["model", "duplicate", "batch"])
     interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
-                  with_numerics("MNIST scale-up relative to one device", runs),
-                  "throughput N devices / 1 device (interval)", reference=1)
+                  with_numerics("MNIST scale-up relative to one device (and to one node)", runs),
+                  "throughput N devices / 1 device, or N nodes / 1 node (interval)", reference=1)
 
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",
