@@ -3,7 +3,7 @@ What the JAX workload modules share is beside it: the compiled step, batches on 
 predictions (step.py), the grain loader (loaders.py), the parity weight conversion
 (torch_weights.py), the uses of JAX's and grain's private API (internals.py).
 
-Strategies: "single" (one device) and "sharding" (N devices of ONE process: a
+Strategies: "single" (one device) and "sharding" (N devices of one process a node: a
 jax.sharding.Mesh with one axis, "batch"; each batch is placed with NamedSharding split along
 the batch axis, device i taking the i-th contiguous slice as dlbench.contract.shard does; the
 model and optimizer state are replicated; the compiled step is the same code, and XLA's
@@ -13,15 +13,17 @@ Across nodes (dlbench.nodes) it is one process per node, joined by jax.distribut
 mesh spans every process's devices, process p feeding the p-th contiguous slice of each global
 batch (Placement.local, jax.make_array_from_process_local_data), so that the global batch and
 the computation are those of one process with all the devices; process 0 evaluates alone, on
-its own replica of the state (`local_replica`). Batch normalisation under "sharding" normalises over the global batch (XLA partitions the
-batch mean like any other reduction), where PyTorch's DDP and TF's MirroredStrategy use each
-replica's own batch: the idiom of each framework.
+its own replica of the state (`local_replica`). Batch normalisation under "sharding"
+normalises over the global batch (XLA partitions the batch mean like any other reduction),
+where PyTorch's DDP and TF's MirroredStrategy use each replica's own batch: the idiom of each
+framework.
 
 `configure` runs first in the training process, before anything starts JAX's backends
-(importing jax does not): it sets the number of CPU devices (jax_num_cpu_devices = the devices
-of this node) and the node's threads, and joins the other nodes' processes. XLA's CPU client sizes its intra-op thread pool (the "XLAEigen" threads that
-run the convolutions and matrix products of every CPU device of the process) from the NPROC
-environment variable when it starts, else from the CPU count; NPROC = spec.threads (checked:
+(importing jax does not): it sets the number of CPU devices (jax_num_cpu_devices = the
+node's devices) and the node's threads, then joins the other nodes' processes. XLA's CPU client
+sizes its intra-op thread pool (the "XLAEigen" threads that run the convolutions and matrix
+products of every CPU device of the process) from the NPROC environment variable when it
+starts, else from the CPU count; NPROC = the node's threads (spec.threads on one node; checked:
 NPROC=1, 2, 4 give 1, 2, 4 such threads; XLA_FLAGS=--xla_cpu_multi_thread_eigen=false does not
 shrink the pool in jaxlib 0.10.2, so XLA_FLAGS is left as the user set it, and recorded).
 
@@ -127,7 +129,8 @@ def check(spec, device_kind):
 
 
 def launch(spec, target, args):
-    """Every strategy runs in this one process: the mesh spans its devices."""
+    """Every strategy runs in this one process (one a node): the mesh spans its devices and
+    every other node's."""
     target(0, *args)
 
 

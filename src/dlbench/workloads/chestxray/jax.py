@@ -1,6 +1,6 @@
 """DenseNet (chestxray.blocks; DenseNet-121 in the studies) on ChestX-ray14
 in JAX (Flax NNX, optax): one device, or data parallel over a
-mesh of N devices of one process ("sharding").
+mesh of N devices of one process, or of one process per node ("sharding").
 
 The model is the project's DenseNet-BC (as workloads/chestxray/pytorch.py builds it: the same
 layers, torchvision's module names and initialisation), channels last, BatchNorm with

@@ -1,5 +1,6 @@
 """MNIST CNNs in JAX (Flax NNX, optax): one device, or data parallel over a mesh of N devices
-of one process ("sharding": each batch split along the batch axis, the state replicated).
+of one process, or of one process per node ("sharding": each batch split along the batch axis,
+the state replicated).
 
 The training data lives in host memory (channels last, as Flax's convolutions take it); each
 batch is one vectorised numpy gather in the consuming thread, placed on the devices with the
