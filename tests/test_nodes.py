@@ -4,9 +4,11 @@ of 2 nodes x 1 device on this machine (2 processes that find each other only thr
 environment, as on a cluster) against 1 node x 2 devices: the same global batch, the same
 sample order, the same losses and metric, and a record naming both nodes."""
 import json
+import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,12 +50,17 @@ def test_the_launcher_is_srun_inside_a_slurm_allocation_else_the_local_one():
 
 
 def test_the_local_launcher_gives_each_node_its_place_and_stops_all_when_one_fails(tmp_path):
-    show = "import os; print(os.environ['NODE_RANK'], os.environ['NNODES'], os.environ['MASTER_PORT'])"
-    proc = subprocess.run(launcher(3, 6) + [sys.executable, "-c", show], capture_output=True, text=True, timeout=60)
+    show = ("import json; from dlbench.nodes import this_node; from specs import smoke_spec; "
+            "n = this_node(smoke_spec('mnist', 'pytorch', threads=6, devices=3, nodes=3, strategy='ddp')); "
+            "print(json.dumps([n.rank, n.nodes, n.port, n.threads, n.hosts]))")
+    proc = subprocess.run(launcher(3, 6) + [sys.executable, "-c", show], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": f"{Path(__file__).parent}:{os.environ['PYTHONPATH']}"})
     assert proc.returncode == 0, proc.stderr
-    lines = sorted(line.split() for line in proc.stdout.splitlines())
-    assert [line[:2] for line in lines] == [["0", "3"], ["1", "3"], ["2", "3"]]
-    assert len({line[2] for line in lines}) == 1  # one rendezvous port
+    places = sorted(json.loads(line) for line in proc.stdout.splitlines())
+    assert [place[:2] for place in places] == [[0, 3], [1, 3], [2, 3]]
+    assert len({place[2] for place in places}) == 1  # one rendezvous port
+    # the nodes share this machine's 6 threads as 3 processes of one node would; all at this host
+    assert {place[3] for place in places} == {2} and places[0][4] == ["127.0.0.1"] * 3
     fail = ("import os, sys, time\nif os.environ['NODE_RANK'] == '1': sys.exit(3)\n"
             "time.sleep(60)")
     proc = subprocess.run(launcher(2, 2) + [sys.executable, "-c", fail], capture_output=True, text=True, timeout=30)

@@ -93,3 +93,47 @@ def test_a_framework_s_code_never_imports_the_protocol():
         files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
         registries = {"dlbench/frameworks/__init__.py", "dlbench/workloads/__init__.py"}
         assert not any(f.startswith(("dlbench/frameworks/", "dlbench/workloads/")) for f in files - registries), module
+
+
+def test_every_process_plans_its_blocks_from_the_same_time():
+    """Two processes of one run, one a little slower by its own clock near the calibration's
+    threshold: both plan from the mean of their times (mean_over_processes), so they run the
+    same blocks (apart, they would not: one would wait in a collective for the other)."""
+    from types import SimpleNamespace
+
+    from dlbench.clock import RunClock
+    from dlbench.contract import Placement
+
+    spec = SimpleNamespace(measure=measure(min_unit_seconds=1.0, min_unit_steps=4), global_batch=2, seed=0,
+                           convergence=Convergence(steps=0, eval_every=1), framework="fake")
+    own_seconds_per_step = {0: 0.26, 1: 0.24}  # 4 steps: 1.04 s and 0.96 s, either side of 1 s
+    mean_seconds_per_step = sum(own_seconds_per_step.values()) / 2
+
+    class Backend:
+        def __init__(self, rank):
+            self.rank = rank
+
+        def barrier(self, placement):
+            pass
+
+        def sync(self, placement, pending):
+            pass
+
+        def to_float(self, value):
+            return value
+
+        def mean_over_processes(self, value, placement):  # the processes' mean, as a collective gives it
+            return value * mean_seconds_per_step / own_seconds_per_step[self.rank]
+
+    def blocks_of(rank):
+        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), Backend(rank), SimpleNamespace(n_train=64), None)
+        clock.started = None
+        planned = []
+        while (block := clock.upcoming()) is not None:
+            planned.append((block.kind, block.steps))
+            clock.start()
+            clock.started -= block.steps * own_seconds_per_step[rank]  # as if the block took this long
+            clock.stop(block.steps, None)
+        return planned
+
+    assert blocks_of(0) == blocks_of(1)

@@ -178,6 +178,10 @@ class RunClock:
         only wait on a value (JAX), else None (the loss sum is used)."""
         self.backend.sync(self.placement, loss_sum if pending is None else pending)
         wall_s = time.perf_counter() - self.started
+        # The next block is planned from the mean of the processes' times, the same number in
+        # each: a process that planned from its own could run other blocks than the others and
+        # wait for them in a collective forever (seen: JAX across nodes, in calibration).
+        planned_s = self.backend.mean_over_processes(wall_s, self.placement)
         machine = self.meter.usage(self.cpu_before, self.meter.read()) if self.meter else None
         block = self.plan.upcoming()
         if steps != block.steps:
@@ -199,7 +203,7 @@ class RunClock:
             self.results.block(block.kind, **values)
         if block.kind == "segment":
             self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
-        self.plan.done(wall_s)
+        self.plan.done(planned_s)
 
 
 def run_blocks(workload, clock):
