@@ -5,6 +5,7 @@ environment, as on a cluster) against 1 node x 2 devices: the same global batch,
 sample order, the same losses and metric, and a record naming both nodes."""
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -95,3 +96,12 @@ def test_two_nodes_train_as_two_devices_of_one_node(framework, strategy, smoke_d
         assert b["samples"] == a["samples"]
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-4), (a, b)
     assert two["segments"][-1]["metric"] == pytest.approx(one["segments"][-1]["metric"], abs=0.01)
+
+
+def test_the_nodes_preset_plans_both_placements_of_every_framework_that_spans_nodes():
+    from conftest import snakemake
+
+    dry = snakemake("-n", "--forceall", "--configfile", "presets/nodes.yaml").stdout
+    runs = sorted(set(re.findall(r"output: results/runs/mnist/([\w-]+)/\S+_devices~2_nodes~(\d)_", dry)))
+    assert runs == sorted((framework, nodes) for framework in ("pytorch", "tensorflow", "mxnet", "jax", "keras-jax")
+                          for nodes in ("1", "2"))
