@@ -194,11 +194,8 @@ def run_gpus(wildcards):
 
 
 def run_memory_mb(wildcards):
-    workload = RUN_SETS[wildcards.workload][0]
-    memory = config["cluster"]["memory_mb"]
-    if workload not in memory:
-        raise WorkflowError(f"config cluster.memory_mb: no value for {workload} (it has {', '.join(memory)})")
-    return memory[workload]
+    cluster = config["cluster"]
+    return cluster["memory_mb_by_workload"].get(RUN_SETS[wildcards.workload][0], cluster["memory_mb"])
 
 
 def run_minutes(wildcards):
