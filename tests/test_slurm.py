@@ -28,7 +28,7 @@ def job_resources(dry_run_output):
     """{record path: {resource: value}} of the training jobs of a dry run."""
     found = {}
     for block in dry_run_output.split("rule train:")[1:]:
-        output = re.search(r"output: (\S+)", block)[1]
+        output = re.search(r"output: \S*?(results/runs/\S+?\.json)", block)[1]  # less a storage prefix
         line = re.search(r"resources: (.*)", block)[1]
         found[output] = dict(item.split("=", 1) for item in line.split(", "))
     return found
