@@ -12,7 +12,7 @@ from specs import smoke_spec
 
 
 def point(devices=1, strategy="single"):
-    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "strategy": strategy}
+    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "nodes": 1, "strategy": strategy}
 
 
 def spec(framework="pytorch", repeat=1, **where):
