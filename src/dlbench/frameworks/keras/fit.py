@@ -27,7 +27,7 @@ import functools
 
 import numpy as np
 
-from dlbench.frameworks.keras import replicas, scope
+from dlbench.frameworks.keras import engine, replicas, scope
 from dlbench.frameworks.keras.loaders import fit_input
 
 
@@ -157,8 +157,6 @@ class WorkloadMethods:
         local_replica)."""
         import jax
 
-        from dlbench.frameworks.jax import local_replica
-
         if getattr(self, "_stateless_predict", None) is None:
             model = self.model
 
@@ -166,7 +164,8 @@ class WorkloadMethods:
                 return model.stateless_call(trainable, non_trainable, x, training=False)[0]
 
             self._stateless_predict = jax.jit(call)
-        variables = local_replica(([v.value for v in self.model.trainable_variables],
+        # the engine by name: keras-jax's runs depend on the JAX backend, the other Keras backends' do not
+        variables = engine("jax").local_replica(([v.value for v in self.model.trainable_variables],
                                    [v.value for v in self.model.non_trainable_variables]), self.placement)
         return self._stateless_predict(*variables, jax.device_put(inputs, self.placement.handles["local_batch"]))
 
