@@ -18,6 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from dlbench.nodes import free_port
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol")
 NODES = ("node1", "node2")
 SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
@@ -31,19 +33,10 @@ def available():
     return None
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def slurm_conf(folder, cpus, memory_mb):
     host = socket.gethostname()
-    controller, node_ports = _free_ports(1)[0], _free_ports(len(NODES))
+    controller = free_port(1 + len(NODES))  # and the nodes' ports after it
+    node_ports = [controller + 1 + i for i in range(len(NODES))]
     nodes = "\n".join(f"NodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} CPUs={cpus} "
                       f"RealMemory={memory_mb} State=UNKNOWN" for name, port in zip(NODES, node_ports))
     return f"""\

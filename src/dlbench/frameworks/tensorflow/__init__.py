@@ -30,7 +30,7 @@ import keras
 import tensorflow as tf
 
 from dlbench.frameworks import FRAMEWORKS, reported
-from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, this_node
+from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import NotApplicable, Placement
 
@@ -65,25 +65,18 @@ def check(spec, device_kind):
 
 # --- processes -----------------------------------------------------------------------------------
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:  # all bound at once, so that the ports differ
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _cluster(spec, node):
-    """Every worker's address, in global order: node.rank's workers at node.rank * local + i."""
+    """Every worker's address, in global order: worker w at its node's host and the run's base
+    port + w (node.rank's workers are node.rank * local + i); one node: 127.0.0.1, free ports."""
     if node.nodes == 1:
-        return [f"127.0.0.1:{port}" for port in _free_ports(spec.devices)]
-    if node.hosts is None:
+        hosts, port = ("127.0.0.1",), free_port(spec.devices)
+    elif node.hosts is None:
         raise NodeError(f"TF_CONFIG lists every worker of every node, so it needs every node's host: nothing in "
                         f"the environment gives them (SLURM's SLURM_STEP_NODELIST, or {HOSTS_VARIABLE})")
+    else:
+        hosts, port = node.hosts, node.port
     local = devices_per_node(spec)
-    return [f"{node.hosts[w // local]}:{node.port + w}" for w in range(spec.devices)]
+    return [f"{hosts[w // local]}:{port + w}" for w in range(spec.devices)]
 
 
 def _launch_workers(spec):
