@@ -3,6 +3,7 @@ import gzip
 import json
 import os
 import re
+import socket
 import signal
 import subprocess
 import sys
@@ -150,6 +151,8 @@ def test_two_invocations_train_one_after_the_other(mnist_workflow):
         spans.append((start_s, start_s + record["wall_s"]))
     (a_start, a_end), (b_start, b_end) = sorted(spans)
     assert b_start >= a_end - 1, f"the runs overlapped: {spans}"  # started_at has whole seconds
+    # the lock is this machine's: runs on other nodes of a cluster do not wait for it
+    assert [p.name for p in (mnist_workflow / "results" / "locks").iterdir()] == [f"training-{socket.gethostname()}.lock"]
 
 
 @pytest.mark.slow

@@ -57,6 +57,18 @@ def test_a_cluster_profile_asks_for_what_each_point_needs(profile):
     assert gpu[point.format(2, 2, "ddp")]["gpu"] == "1"  # devices per node
 
 
+def test_the_test_cluster_never_replaces_a_slurm_configuration(tmp_path, monkeypatch):
+    import slurm_cluster
+
+    existing = tmp_path / "slurm.conf"
+    existing.write_text("ClusterName=theirs\n")
+    monkeypatch.setattr(slurm_cluster, "SYSTEM_CONF", existing)
+    with pytest.raises(RuntimeError, match="has a SLURM of its own"):
+        with local_slurm(tmp_path / "cluster"):
+            pass
+    assert existing.read_text() == "ClusterName=theirs\n"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     reason = available()
