@@ -23,6 +23,9 @@ def gpu_memory_of(pids):
     return total
 
 
+EARLY_S, EARLY_INTERVAL_S = 1.0, 0.05  # the first second, sampled every 50 ms
+
+
 class UtilisationSampler(threading.Thread):
     """Samples every `interval_s` until stopped: machine CPU %, memory (PSS) of the process tree of
     `pid`, per GPU its utilisation % and memory in use, and the GPU memory of the tree's
@@ -54,19 +57,24 @@ class UtilisationSampler(threading.Thread):
     def run(self):
         start = time.monotonic()
         psutil.cpu_percent(interval=None)  # the first reading only sets the baseline
-        while not self._halt.wait(self.interval_s):
+        while True:
+            elapsed = time.monotonic() - start
             try:
                 tree = self._tree()
                 pss = self._pss(tree)
             except psutil.Error:  # the run has ended
                 break
-            self.samples["t_s"].append(round(time.monotonic() - start, 3))
-            self.samples["cpu_percent"].append(psutil.cpu_percent(interval=None))
-            self.samples["pss_bytes"].append(pss)
-            if GPUS:
-                self.samples["gpu_percent"].append([pynvml.nvmlDeviceGetUtilizationRates(g).gpu for g in GPUS])
-                self.samples["gpu_memory_bytes"].append([pynvml.nvmlDeviceGetMemoryInfo(g).used for g in GPUS])
-                self.samples["gpu_process_bytes"].append(gpu_memory_of({p.pid for p in tree}))
+            if pss:  # nothing readable: the tree is ending (zombies have no memory to read)
+                self.samples["t_s"].append(round(elapsed, 3))
+                self.samples["cpu_percent"].append(psutil.cpu_percent(interval=None))
+                self.samples["pss_bytes"].append(pss)
+                if GPUS:
+                    self.samples["gpu_percent"].append([pynvml.nvmlDeviceGetUtilizationRates(g).gpu for g in GPUS])
+                    self.samples["gpu_memory_bytes"].append([pynvml.nvmlDeviceGetMemoryInfo(g).used for g in GPUS])
+                    self.samples["gpu_process_bytes"].append(gpu_memory_of({p.pid for p in tree}))
+            # densely at first, so that a run shorter than one interval still has its peak sampled
+            if self._halt.wait(EARLY_INTERVAL_S if elapsed < EARLY_S else self.interval_s):
+                break
 
     def stop(self):
         self._halt.set()
