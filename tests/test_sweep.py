@@ -1,6 +1,10 @@
 import pandas as pd
 from snakemake.utils import Paramspace
 
+import pytest
+
+from dlbench.config import ConfigError, check_modes
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.sweep import run_id
 from dlbench.workloads.imdb.definition import COLUMNS as IMDB_COLUMNS, runs as imdb_grid
 from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS, runs as mnist_grid
@@ -12,6 +16,7 @@ MNIST = {
     "devices": [1, 2, 4],
     "nodes": [1],
     "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
+    "modes": {name: [framework.default_mode] for name, framework in FRAMEWORKS.items()},
 }
 REPEATS = 2
 
@@ -51,15 +56,34 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
     space = Paramspace(frame, filename_params="*")
     assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
     row = rows[-1]
-    assert run_id(row, MNIST_COLUMNS) == "model~large_duplicate~4_batch~128_devices~4_nodes~1_strategy~mirrored_repeat~2"
+    assert run_id(row, MNIST_COLUMNS) == ("model~large_duplicate~4_batch~128_devices~4_nodes~1_strategy~mirrored_mode~graph_"
+                                             "repeat~2")
     instance = space.instance({c: str(row[c]) for c in MNIST_COLUMNS})
     assert {k: v if isinstance(v, str) else int(v) for k, v in instance.items()} == {c: row[c] for c in MNIST_COLUMNS}
 
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
-    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"]}
+    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "modes": MNIST["modes"]}
     rows = imdb_grid({"imdb": imdb}, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 2 * 3 * 2
     # sparse runs exist for every framework: the others record them as not applicable
     assert {r["framework"] for r in rows if r["grad"] == "sparse"} == {"pytorch", "mxnet"}
-    assert run_id(rows[0], IMDB_COLUMNS) == "batch~64_workers~0_grad~dense_repeat~1"
+    assert run_id(rows[0], IMDB_COLUMNS) == "batch~64_workers~0_grad~dense_mode~eager_repeat~1"
+
+
+def test_every_point_runs_in_each_mode_named_and_a_framework_left_out_in_its_default():
+    config = {"mnist": {**MNIST, "devices": [1, 2], "modes": {"pytorch": ["eager", "compile"]}}}
+    check_modes(config, "mnist")
+    rows = mnist_grid(config, ["pytorch", "mxnet"], 1)
+    points = lambda fw, mode: {(r["model"], r["duplicate"], r["devices"], r["strategy"]) for r in rows
+                               if r["framework"] == fw and r["mode"] == mode}
+    assert points("pytorch", "eager") == points("pytorch", "compile") and len(points("pytorch", "eager")) == 2 * 2 * 3
+    assert {r["mode"] for r in rows if r["framework"] == "mxnet"} == {"hybrid"}
+
+
+@pytest.mark.parametrize("modes, named", [({"pytorch": ["xla"]}, "modes.pytorch: unknown mode 'xla' (pytorch has eager, "),
+                                          ({"pytorch": []}, "modes.pytorch: empty"),
+                                          ({"torch": ["eager"]}, "modes: unknown framework 'torch'")])
+def test_a_mode_the_framework_does_not_have_is_named(modes, named):
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(")):
+        check_modes({"imdb": {"modes": modes}}, "imdb")

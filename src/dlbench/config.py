@@ -69,6 +69,24 @@ def check_strategies(config, section):
                                   f"asks for more than one device (name a strategy, or leave the key out)")
 
 
+def check_modes(config, section):
+    """A section's execution modes: known frameworks and modes; a framework left out runs in its
+    default mode only (the first of its modes in src/dlbench/frameworks/__init__.py)."""
+    modes = config[section]["modes"]
+    for framework, names in modes.items():
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config {section}.modes: unknown framework {framework!r}")
+        known = [name for name, _ in FRAMEWORKS[framework].modes]
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ConfigError(f"config {section}.modes.{framework}: unknown mode {unknown[0]!r} "
+                              f"({framework} has {', '.join(known)})")
+        if not names:
+            raise ConfigError(f"config {section}.modes.{framework}: empty (name a mode, or leave the key out "
+                              f"for {FRAMEWORKS[framework].default_mode})")
+    config[section]["modes"] = {fw: list(modes.get(fw, [FRAMEWORKS[fw].default_mode])) for fw in FRAMEWORKS}
+
+
 def load_config(*paths):
     """Config files merged as Snakemake merges --configfile (later keys win, recursively),
     validated against the schema (which fills the defaults) and checked. For code that

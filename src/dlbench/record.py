@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 6
+RECORD_VERSION = 7
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -115,16 +115,25 @@ def peak_rss_bytes():
 
 def summarise(segments, units):
     """The steady units (the measurement) apart from calibration and warm-up: how many, their
-    steps, their median time, seconds per step and throughput; the first convergence segment
-    (compilation); the last loss and metric."""
+    steps, their median time, seconds per step and throughput; the first convergence segment;
+    compilation; the last loss and metric.
+
+    Compilation (`compile_s`) is what the blocks before the first steady unit took beyond the
+    same steps at the steady seconds per step (evaluations apart): tracing, compiling,
+    autotuning and allocator growth, measured the same way in every framework and mode. It is
+    a difference of two timings, so near 0 it is noise, and may be below 0."""
     steady = [u for u in units if u["kind"] == "steady"]
     blocks = segments + units
+    per_step = float(np.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None
+    before = blocks[:blocks.index(steady[0])] if steady else []
     return {
         "first_segment_s": segments[0]["wall_s"] if segments else None,
+        "compile_s": (sum(b["wall_s"] - b.get("eval_s", 0) - b["steps"] * per_step for b in before)
+                      if steady else None),
         "steady_units": len(steady),
         "steady_steps": sum(u["steps"] for u in steady),
         "steady_unit_s": float(np.median([u["wall_s"] for u in steady])) if steady else None,
-        "seconds_per_step": float(np.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None,
+        "seconds_per_step": per_step,
         "samples_per_s": float(np.median([u["samples"] / u["wall_s"] for u in steady])) if steady else None,
         "final_loss": blocks[-1]["loss"] if blocks else None,
         "final_metric": segments[-1]["metric"] if segments else None,

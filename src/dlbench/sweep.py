@@ -50,9 +50,12 @@ def run_id(row, columns):
 
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.specs.Run), from the config, the workload's section,
-    a grid row and the job's threads."""
-    fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE,
-              **{k: row[k] for k in ("devices", "nodes", "strategy") if k in row}}
+    a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
+    the framework's default mode."""
+    if "mode" in columns and "mode" not in row:
+        row = {**row, "mode": FRAMEWORKS[row["framework"]].default_mode}
+    fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE, "mode": None,
+              **{k: row[k] for k in ("devices", "nodes", "strategy", "mode") if k in row}}
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],

@@ -10,13 +10,23 @@ that the env's KERAS_BACKEND chooses.
 """
 from dataclasses import dataclass
 
+EAGER, COMPILED = "eager", "compiled"   # what a mode is: op by op from Python, or a graph built once and run
+
 
 @dataclass(frozen=True)
 class Framework:
     module: str             # the backend's and the workload modules' name
+    modes: tuple            # its execution modes, (name, EAGER or COMPILED); the first is its default
     strategies: tuple = ()  # its data-parallel strategies for more than one device (its own engines)
     multi_node: tuple = ()  # those of them that span nodes, with its own mechanism (dlbench.nodes)
     engine: str = None      # the framework whose backend places and syncs its devices (Keras' backends)
+
+    @property
+    def default_mode(self):
+        return self.modes[0][0]
+
+    def mode_kind(self, mode):
+        return dict(self.modes)[mode]
 
 
 FRAMEWORKS = {
@@ -25,14 +35,23 @@ FRAMEWORKS = {
     # Across nodes: DDP's env:// rendezvous, TF_CONFIG, MXNet's dist_sync kvstore (DMLC_*),
     # jax.distributed (JAX, and Keras' distribution on it). Not ChainerMN: mpiexec starts every
     # rank of every node from one place (over ssh, or srun --mpi), not one process per node.
-    "pytorch": Framework("pytorch", ("ddp", "dp", "horovod"), ("ddp",)),
-    "tensorflow": Framework("tensorflow", ("mirrored", "multiworker", "horovod"), ("multiworker",)),
-    "mxnet": Framework("mxnet", ("kvstore",), ("kvstore",)),
-    "keras-tensorflow": Framework("keras", ("mirrored",), engine="tensorflow"),
-    "keras-jax": Framework("keras", ("data-parallel",), ("data-parallel",), engine="jax"),
-    "keras-torch": Framework("keras", ("data-parallel",), engine="pytorch"),
-    "jax": Framework("jax", ("sharding",), ("sharding",)),
-    "chainer": Framework("chainer", ("chainermn",)),
+    # Execution modes (a run's `mode`, read by its workload module): PyTorch eager, torch.compile,
+    # or eager in the channels-last memory format (the CNNs); TensorFlow tf.function (graph), eager,
+    # or tf.function(jit_compile=True) (XLA); MXNet hybridized (static graph) or imperative; Keras'
+    # jit_compile on or off, on each backend (off: a tf.function on TensorFlow, eager on JAX and
+    # torch); JAX jit; Chainer define-by-run.
+    "pytorch": Framework("pytorch", (("eager", EAGER), ("compile", COMPILED), ("channels-last", EAGER)),
+                         ("ddp", "dp", "horovod"), ("ddp",)),
+    "tensorflow": Framework("tensorflow", (("graph", COMPILED), ("eager", EAGER), ("xla", COMPILED)),
+                            ("mirrored", "multiworker", "horovod"), ("multiworker",)),
+    "mxnet": Framework("mxnet", (("hybrid", COMPILED), ("imperative", EAGER)), ("kvstore",), ("kvstore",)),
+    "keras-tensorflow": Framework("keras", (("no-jit", COMPILED), ("jit", COMPILED)), ("mirrored",),
+                                  engine="tensorflow"),
+    "keras-jax": Framework("keras", (("jit", COMPILED), ("no-jit", EAGER)), ("data-parallel",), ("data-parallel",),
+                           engine="jax"),
+    "keras-torch": Framework("keras", (("no-jit", EAGER), ("jit", COMPILED)), ("data-parallel",), engine="pytorch"),
+    "jax": Framework("jax", (("jit", COMPILED),), ("sharding",), ("sharding",)),
+    "chainer": Framework("chainer", (("eager", EAGER),), ("chainermn",)),
 }
 
 

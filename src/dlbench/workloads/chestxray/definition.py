@@ -5,7 +5,7 @@ figures and the config checks. dlbench.workloads says what a definition holds.""
 import dataclasses
 from dataclasses import dataclass
 
-from dlbench.config import ConfigError, check_strategies
+from dlbench.config import ConfigError, check_modes, check_strategies
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Adam, Run
 from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
@@ -64,7 +64,8 @@ class ChestXraySpec(Run):
     data: ChestXrayData
 
     def point(self):
-        return {"input": self.input, "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy}
+        return {"input": self.input, "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy,
+                "mode": self.mode}
 
 
 @dataclass(frozen=True)
@@ -118,24 +119,25 @@ class ChestXrayLoaderSpec(Run):
         return {"workers": self.workers}
 
 
-COLUMNS = ("input", "devices", "nodes", "strategy", "repeat")
+COLUMNS = ("input", "devices", "nodes", "strategy", "mode", "repeat")
 LOADER_COLUMNS = ("workers", "repeat")
 PREPROCESS_COLUMNS = ("library", "format", "repeat")
 DECODE_COLUMNS = ("library", "format", "workers", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, input, devices, nodes, strategy, repeat}: real files or synthetic tensors, 1 vs N
-    devices, on 1 or N nodes."""
+    """Rows {framework, input, devices, nodes, strategy, mode, repeat}: real files or synthetic tensors,
+    1 vs N devices, on 1 or N nodes, in each of the framework's modes."""
     chestxray = config["chestxray"]
     return [
         {"framework": framework, "input": kind, "devices": devices, "nodes": nodes, "strategy": strategy,
-         "repeat": repeat}
+         "mode": mode, "repeat": repeat}
         for framework in frameworks
         for kind in chestxray["inputs"]
         for devices in chestxray["devices"]
         for nodes in chestxray["nodes"]
         for strategy in device_strategies(devices, nodes, chestxray["strategies"], framework)
+        for mode in chestxray["modes"][framework]
         for repeat in range(1, repeats + 1)
     ]
 
@@ -271,6 +273,7 @@ def check(config):
     """The strategies of each framework, the NIH label folder where the labels are NIH's, a
     split that sums to 1, ImageNet weights per known framework (filled with None for the others)."""
     check_strategies(config, "chestxray")
+    check_modes(config, "chestxray")
     chestxray = config["chestxray"]
     if chestxray["labels"]["kind"] == "nih" and not chestxray["labels"]["nih_dir"]:
         raise ConfigError("config chestxray.labels.nih_dir: kind nih needs the folder of the NIH label file")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlbench.config import check_modes
 from dlbench.specs import Adam, Run, StepSchedule
 from dlbench.sweep import RunSet, convergence_steps, run_fields
 
@@ -42,21 +43,21 @@ class ImdbSpec(Run):
     data: ImdbData
 
     def point(self):
-        return {"batch": self.batch, "workers": self.workers, "grad": self.grad}
+        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "mode": self.mode}
 
 
-COLUMNS = ("batch", "workers", "grad", "repeat")
+COLUMNS = ("batch", "workers", "grad", "mode", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, batch, workers, grad, repeat} of the IMDB grid. Sparse embedding
+    """Rows {framework, batch, workers, grad, mode, repeat} of the IMDB grid. Sparse embedding
     gradients are a PyTorch dimension; the other frameworks record them as not applicable."""
     imdb = config["imdb"]
     return [
-        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "repeat": repeat}
+        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "mode": mode, "repeat": repeat}
         for framework in frameworks
-        for batch, workers, grad, repeat in itertools.product(
-            imdb["batches"], imdb["workers"], imdb["grads"], range(1, repeats + 1)
+        for batch, workers, grad, mode, repeat in itertools.product(
+            imdb["batches"], imdb["workers"], imdb["grads"], imdb["modes"][framework], range(1, repeats + 1)
         )
     ]
 
@@ -97,4 +98,5 @@ RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):
-    """Nothing the schema does not check."""
+    """What the schema cannot check: the modes of each framework."""
+    check_modes(config, "imdb")

@@ -4,7 +4,7 @@ a definition holds."""
 import itertools
 from dataclasses import dataclass
 
-from dlbench.config import check_strategies
+from dlbench.config import check_modes, check_strategies
 from dlbench.specs import Adam, Convergence, Run
 from dlbench.sweep import RunSet, device_strategies, run_fields
 
@@ -36,14 +36,14 @@ class MnistSpec(Run):
 
     def point(self):
         return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
-                "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy}
+                "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy, "mode": self.mode}
 
 
-COLUMNS = ("model", "duplicate", "batch", "devices", "nodes", "strategy", "repeat")
+COLUMNS = ("model", "duplicate", "batch", "devices", "nodes", "strategy", "mode", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, model, duplicate, batch, devices, nodes, strategy, repeat} of the MNIST grid."""
+    """Rows {framework, model, duplicate, batch, devices, nodes, strategy, mode, repeat} of the MNIST grid."""
     mnist = config["mnist"]
     rows = []
     for framework in frameworks:
@@ -51,9 +51,11 @@ def runs(config, frameworks, repeats):
             mnist["models"], mnist["duplicates"], mnist["batches"], mnist["devices"], mnist["nodes"]
         ):
             strategies = device_strategies(devices, nodes, mnist["strategies"], framework)
-            for strategy, repeat in itertools.product(strategies, range(1, repeats + 1)):
+            for strategy, mode, repeat in itertools.product(strategies, mnist["modes"][framework],
+                                                            range(1, repeats + 1)):
                 rows.append({"framework": framework, "model": model, "duplicate": copies, "batch": batch,
-                             "devices": devices, "nodes": nodes, "strategy": strategy, "repeat": repeat})
+                             "devices": devices, "nodes": nodes, "strategy": strategy, "mode": mode,
+                             "repeat": repeat})
     return rows
 
 
@@ -106,5 +108,6 @@ RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):
-    """What the schema cannot check: the strategies of each framework."""
+    """What the schema cannot check: the strategies and modes of each framework."""
     check_strategies(config, "mnist")
+    check_modes(config, "mnist")

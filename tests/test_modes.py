@@ -1,0 +1,43 @@
+"""Every execution mode of every framework (dlbench.frameworks: a run's `mode`) trains the
+smoke config with falling loss from the shared start, and its record says the mode and the
+compilation it took (summary.compile_s). The default modes run in the workflow's smoke runs
+(tests/test_workflow.py); here, every other one, on MNIST's CNN and IMDB's LSTM."""
+import subprocess
+
+import pytest
+
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.specs import spec_to_json
+from dlbench.tables import load_records
+from conftest import venv_python
+from specs import smoke_spec
+
+OTHER_MODES = [(framework, mode) for framework, definition in FRAMEWORKS.items()
+               for mode, _ in definition.modes[1:]]
+# The CNNs' memory format: an LSTM has no channels
+NOT_APPLICABLE = {("pytorch", "channels-last", "imdb")}
+
+
+def train(workload, framework, mode, workdir, out):
+    spec = smoke_spec(workload, framework, mode=mode)
+    proc = subprocess.run([venv_python(framework), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
+                           "--out", str(out)], cwd=workdir, capture_output=True, text=True, check=False)
+    assert out.exists(), proc.stderr[-3000:]
+    (record,) = load_records([out])  # validated against schemas/run.schema.json
+    return record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workload", ["mnist", "imdb"])
+@pytest.mark.parametrize("framework, mode", OTHER_MODES)
+def test_every_mode_trains_the_smoke_config_with_falling_loss(framework, mode, workload, smoke_data, tmp_path):
+    record = train(workload, framework, mode, smoke_data, tmp_path / "record.json")
+    assert record["spec"]["mode"] == mode and f"_mode~{mode}_" in record["run_id"]
+    if (framework, mode, workload) in NOT_APPLICABLE:
+        assert record["status"] == "not_applicable" and mode in record["error"], record["error"]
+        return
+    assert record["status"] == "ok", record["error"]
+    assert record["initial_weights"]["source"] == "shared"
+    losses = [block["loss"] for block in record["segments"] + record["units"]]
+    assert losses[-1] < losses[0], losses
+    assert record["summary"]["compile_s"] is not None and record["summary"]["samples_per_s"] > 0
