@@ -344,3 +344,19 @@ def test_repeats_needed_follows_kalibera_and_jones_variance_of_the_mean_of_means
     old, new = (table(point_rows("pytorch", [(scale * r).tolist() for r in drifting])) for scale in (1, 2))
     assert compare(old, new, resamples=RESAMPLES)["repeats_needed"].iloc[0] == doubled
     assert repeats_needed([drifting[:1], drifting], 0.05, 0.95) is None
+
+
+def test_frameworks_are_compared_in_their_default_modes_named_and_each_mode_with_its_default():
+    point = {**MNIST, "mode": "eager"}
+    units = table(point_rows("pytorch", noisy(100, seed=1), point=point),
+                  point_rows("pytorch", noisy(150, seed=2), point=point, mode="compile"),
+                  point_rows("tensorflow", noisy(200, seed=3), point=point, mode="graph"),
+                  point_rows("tensorflow", noisy(50, seed=4), point=point, mode="eager"))
+    found = ratios(units, resamples=RESAMPLES).set_index("comparison")
+    # tensorflow's eager is not its default: it is compared with its graph, not with pytorch
+    assert sorted(found.index) == ["compile / eager", "eager / graph", "tensorflow (graph) / pytorch (eager)"]
+    assert found.loc["tensorflow (graph) / pytorch (eager)", "ratio"] == pytest.approx(2, rel=0.03)
+    assert pd.isna(found.loc["tensorflow (graph) / pytorch (eager)", "mode"])
+    assert found.loc["compile / eager", "framework"] == "pytorch"
+    assert found.loc["compile / eager", "ratio"] == pytest.approx(1.5, rel=0.03)
+    assert found.loc["eager / graph", "ratio"] == pytest.approx(0.25, rel=0.03)

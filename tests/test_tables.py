@@ -3,6 +3,8 @@ import json
 import pandas as pd
 import pytest
 
+from dlbench.frameworks import FRAMEWORKS
+
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
 from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS
@@ -11,11 +13,13 @@ from dlbench.tables import (RecordError, environment_rows, load_records, tables,
 from specs import smoke_spec
 
 
-def point(devices=1, strategy="single"):
-    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "nodes": 1, "strategy": strategy}
+def point(devices=1, strategy="single", mode="eager"):
+    return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "nodes": 1, "strategy": strategy,
+            "mode": mode}
 
 
 def spec(framework="pytorch", repeat=1, **where):
+    where.setdefault("mode", FRAMEWORKS[framework].default_mode)
     spec = smoke_spec("mnist", framework, **point(**where), repeat=repeat)
     return spec_to_dict(spec)
 
@@ -62,6 +66,8 @@ def test_summary_reports_the_steady_units_apart_from_warm_up_and_convergence():
     assert made["summary"]["seconds_per_step"] == pytest.approx(0.15)
     assert made["summary"]["samples_per_s"] == pytest.approx((600 + 300) / 2)  # median of their throughputs
     assert made["summary"]["steady_units"] == 2 and made["summary"]["steady_steps"] == 20
+    # compilation: what the blocks before the first steady one took beyond 0.15 s a step, evaluations apart
+    assert made["summary"]["compile_s"] == pytest.approx((5.0 - 0.1 - 1.5) + (1.0 - 0.1 - 1.5) + (3.0 - 1.5))
     assert made["point"] == point() and made["parameters"] == 402_442
 
 

@@ -20,17 +20,21 @@ import pandas as pd
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
+from dlbench.frameworks import FRAMEWORKS
+
 NO_DIFFERENCE = "no difference within the noise"
 ONE_SAMPLE = "one repeat: no interval"
-# Within one framework: (dimension, numerator values (None: any but the baseline), baseline value, label).
+# Within one framework: (dimension, numerator values (None: any but the baseline), the baseline
+# value (framework -> value), label (numerator, baseline -> text)).
 DIMENSIONS = [
-    ("grad", ["sparse"], "dense", lambda num: "sparse / dense grad"),
-    ("devices", None, 1, lambda num: f"{num} / 1 devices"),
-    ("nodes", None, 1, lambda num: f"{num} / 1 nodes"),   # the same devices over N nodes, the same strategy
-    ("input", ["synthetic"], "real", lambda num: "synthetic / real input"),
-    ("workers", None, 0, lambda num: f"{num} / 0 workers"),
-    ("library", None, "pillow", lambda num: f"{num} / pillow"),   # image libraries (runs of no framework)
-    ("runtime", None, "pytorch", lambda num: f"{num} / pytorch"),  # the exported models' runtimes
+    ("grad", ["sparse"], lambda fw: "dense", lambda num, base: "sparse / dense grad"),
+    ("devices", None, lambda fw: 1, lambda num, base: f"{num} / 1 devices"),
+    ("nodes", None, lambda fw: 1, lambda num, base: f"{num} / 1 nodes"),   # the same devices over N nodes, the same strategy
+    ("input", ["synthetic"], lambda fw: "real", lambda num, base: "synthetic / real input"),
+    ("workers", None, lambda fw: 0, lambda num, base: f"{num} / 0 workers"),
+    ("library", None, lambda fw: "pillow", lambda num, base: f"{num} / pillow"),   # image libraries (runs of no framework)
+    ("runtime", None, lambda fw: "pytorch", lambda num, base: f"{num} / pytorch"),  # the exported models' runtimes
+    ("mode", None, lambda fw: FRAMEWORKS[fw].default_mode, lambda num, base: f"{num} / {base}"),  # e.g. compile / eager
 ]
 
 
@@ -217,33 +221,40 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
             **{name: any(side[name] for side in sides) for name in FLAGS},
         })
 
-    # frameworks side by side at the same point
+    # frameworks side by side at the same point, each in its default mode (named where there are modes)
+    index = {k: i for i, k in enumerate(keys)}
+    moded = "mode" in index
     by_point = {}
     for name in groups:
-        by_point.setdefault(tuple(_key([name[0], *name[2:]])), (name, {}))[1][name[1]] = name
+        if moded and name[index["mode"]] != FRAMEWORKS[name[1]].default_mode:
+            continue
+        where = [v for k, v in zip(keys, name) if k not in ("framework", "mode")]
+        by_point.setdefault(tuple(_key(where)), (name, {}))[1][name[1]] = name
     for first, names in by_point.values():
         order = _framework_order(list(names), frameworks)
-        fixed = dict(zip(point, first[2:]))
+        fixed = {k: (np.nan if k == "mode" else v) for k, v in zip(point, first[2:])}
         for i, den in enumerate(order):
             for num in order[i + 1:]:
-                add(names[num], names[den], f"{num} / {den}", "", fixed)
+                comparison = (f"{num} ({FRAMEWORKS[num].default_mode}) / {den} ({FRAMEWORKS[den].default_mode})"
+                              if moded else f"{num} / {den}")
+                add(names[num], names[den], comparison, "", fixed)
 
     # one dimension within a framework
-    index = {k: i for i, k in enumerate(keys)}
     for column, numerators, baseline, label in DIMENSIONS:
         if column not in point:
             continue
         ignored = {column, "strategy"} if column == "devices" else {column}
         for num in groups:
             value = num[index[column]]
-            if pd.isna(value) or _same(value, baseline) or (numerators and value not in numerators):
+            base = baseline(num[1])
+            if pd.isna(value) or _same(value, base) or (numerators and value not in numerators):
                 continue
             for den in groups:
-                if not _same(den[index[column]], baseline) or any(
+                if not _same(den[index[column]], base) or any(
                         not _same(num[index[k]], den[index[k]]) for k in keys if k not in ignored):
                     continue
                 fixed = {k: (np.nan if k in ignored else num[index[k]]) for k in point}
-                comparison = label(plain(value))
+                comparison = label(plain(value), base)
                 if column == "devices" and "strategy" in point:
                     fixed["strategy"] = num[index["strategy"]]
                     comparison += f" ({num[index['strategy']]})"

@@ -47,9 +47,39 @@ def train_step(net, loss_fn, trainer, placement, inputs, labels):
 
 
 class WorkloadMethods:
-    """What every MXNet workload module does the same way with its self.model (a hybridized
-    Gluon block), self.loss_fn and self.trainer (make_trainer): the data-parallel step of a
-    batch (inputs, labels), the learning rate, the parameter count."""
+    """What every MXNet workload module does the same way with its self.model (a Gluon
+    HybridBlock), self.loss_fn and self.trainer (make_trainer): the run's execution mode, the
+    data-parallel step of a batch (inputs, labels), predictions, the learning rate, the
+    parameter count."""
+
+    def apply_mode(self):
+        """The run's mode (spec.mode) on self.model, once its parameters have their shapes.
+
+        "hybrid": the model is hybridized with static_alloc and static_shape: one static graph,
+        its memory planned once, for the training step's fixed batch shape (on each context).
+        Evaluation goes through self.eval_model, a second graph of the same Parameters
+        hybridized with static_alloc only: its batches (and the last, smaller one) have other
+        shapes, and the training graph re-plans when its input shapes or its recording
+        (training) state change, so sharing one graph would re-plan it inside the timed
+        segment after every evaluation. "imperative": no hybridize, Gluon's op-by-op
+        execution, for training and evaluation."""
+        import mxnet as mx
+
+        self.eval_model = self.model
+        if self.spec.mode == "hybrid":
+            data = mx.sym.var("data")
+            self.eval_model = mx.gluon.SymbolBlock(self.model(data), data, params=self.model.collect_params())
+            self.eval_model.hybridize(static_alloc=True)
+            self.model.hybridize(static_alloc=True, static_shape=True)
+        elif self.spec.mode != "imperative":
+            raise ValueError(f"MXNet has no mode {self.spec.mode!r}")
+
+    def predict(self, inputs):
+        """Outputs for a numpy batch (float32 images or int64 token ids), on the first context."""
+        import mxnet as mx
+
+        inputs = mx.nd.array(inputs, ctx=contexts(self.placement)[0], dtype=inputs.dtype)
+        return self.eval_model(inputs).asnumpy()
 
     def train_step(self, batch):
         inputs, labels = batch

@@ -3,6 +3,11 @@
 Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
 gloo on CPUs, nccl on GPUs; across nodes through torchrun's env:// rendezvous, dlbench.nodes)
 and "dp" (DataParallel, one process driving every GPU).
+
+Modes (a run's spec.mode, dlbench.frameworks): "eager"; "compile", torch.compile (inductor) of
+the forward and backward, the optimizer eager; "channels-last", eager with the model and its 4-D
+input batches in the channels-last (NHWC) memory format (the CNNs). wrap() applies a mode to
+the model, on_device() to the batches: the workload modules only call them.
 """
 import datetime
 import os
@@ -18,6 +23,8 @@ from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import NotApplicable, Placement
 
+COMPILE, CHANNELS_LAST = "compile", "channels-last"
+COMPILE_BACKEND = "inductor"  # torch.compile's default: C++/OpenMP kernels on CPUs (g++), Triton on GPUs
 
 
 def version():
@@ -75,7 +82,7 @@ def setup(spec, device_kind, local_rank):
                                 world_size=processes, timeout=datetime.timedelta(seconds=spec.timeout_s))
     return Placement(rank=rank, processes=processes, device_kind=device_kind,
                      local_devices=spec.devices if spec.strategy == "dp" else 1, threads=threads,
-                     handles={"device": device, "strategy": spec.strategy})
+                     handles={"device": device, "strategy": spec.strategy, "mode": spec.mode})
 
 
 def device(placement):
@@ -83,13 +90,34 @@ def device(placement):
 
 
 def wrap(model, placement):
-    """The model (already on its device) wrapped for its strategy: DDP, DataParallel, or as is."""
+    """The model (on its device, its start loaded) as the run's steps call it: in the mode's
+    memory format, wrapped for its strategy (DDP, DataParallel, or as is), then compiled in mode
+    compile. torch.compile goes outside DDP, as PyTorch's DDP docs advise: its DDPOptimizer
+    splits the graph at the gradient buckets, so their all-reduce still overlaps the backward.
+    The model itself stays the plain module (predictions, weights, the ONNX export)."""
+    mode = placement.handles["mode"]
+    if mode == CHANNELS_LAST:
+        model.to(memory_format=torch.channels_last)  # in place: the optimizer gets these parameters
+    net = model
     if placement.handles["strategy"] == "ddp":
-        return nn.parallel.DistributedDataParallel(
+        net = nn.parallel.DistributedDataParallel(
             model, device_ids=[placement.handles["device"]] if placement.device_kind == "gpu" else None)
-    if placement.handles["strategy"] == "dp":
-        return nn.DataParallel(model, device_ids=list(range(placement.local_devices)))
-    return model
+    elif placement.handles["strategy"] == "dp":
+        net = nn.DataParallel(model, device_ids=list(range(placement.local_devices)))
+    return torch.compile(net, backend=COMPILE_BACKEND) if mode == COMPILE else net
+
+
+def on_device(batches, placement):
+    """Batches (tuples of tensors) moved to the run's device as they are iterated (nothing loads
+    before); in mode channels-last, 4-D image batches in that memory format, converted here, on
+    their way to the device, in every workload."""
+    target = device(placement)
+    channels_last = placement.handles["mode"] == CHANNELS_LAST
+    for batch in batches:
+        yield tuple(tensor.to(target, non_blocking=True,
+                              memory_format=torch.channels_last if channels_last and tensor.dim() == 4
+                              else torch.preserve_format)
+                    for tensor in batch)
 
 
 def barrier(placement):
@@ -128,6 +156,7 @@ def describe(placement):
                    "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else []},
         "threads": {"torch_num_threads": torch.get_num_threads(), "processes": placement.processes},
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if gpu else None,
+        "compile_backend": COMPILE_BACKEND if placement.handles["mode"] == COMPILE else None,
         "framework_cpu": cpu_kernels(),
     }
 

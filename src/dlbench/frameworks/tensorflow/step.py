@@ -1,5 +1,5 @@
-"""TensorFlow's step: a tf.function of one strategy.run per batch (`make_train_step`), Adam, and
-what every TensorFlow workload module's step does the same way (`WorkloadMethods`)."""
+"""TensorFlow's step: one strategy.run per batch, in the run's execution mode (`make_train_step`),
+Adam, and what every TensorFlow workload module's step does the same way (`WorkloadMethods`)."""
 import keras
 import numpy as np
 import tensorflow as tf
@@ -7,24 +7,34 @@ import tensorflow as tf
 from dlbench.frameworks.tensorflow import strategy
 
 
-def make_train_step(placement, replica_step):
-    """A tf.function of one batch (per replica, from `distribute`): strategy.run(replica_step)
-    and the mean loss of this process's batch, on the device (no cross-worker reduction per
-    step; the protocol reduces the block's sum once, outside the clock).
+# TensorFlow's execution modes (dlbench.frameworks): the same Python step as a tf.function (a
+# graph traced once), run op by op from Python, or a tf.function that XLA compiles whole
+# (jit_compile: XLA's CPU backend needs nothing extra).
+MODES = {"graph": {}, "eager": None, "xla": {"jit_compile": True}}
+
+
+def make_train_step(placement, replica_step, mode):
+    """One batch (per replica, from `distribute`): strategy.run(replica_step) and the mean loss of
+    this process's batch, on the device (no cross-worker reduction per step; the protocol reduces
+    the block's sum once, outside the clock), as the `mode` runs it (MODES). Only the training
+    step has a mode: evaluation's inference stays a tf.function in every mode.
 
     replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
     tf.distribute (so that the gradients summed over replicas are the global batch's mean):
     the process's mean is the sum of its replicas' losses times replicas / local replicas.
-    Fixed batch shapes: traced once.
+    Fixed batch shapes: traced (and in xla compiled) once.
     """
+    if mode not in MODES:
+        raise ValueError(f"unknown TensorFlow mode {mode!r}, expected one of {tuple(MODES)}")
     dist = strategy(placement)
 
-    @tf.function(reduce_retracing=True)
     def train_step(batch):
         losses = dist.experimental_local_results(dist.run(replica_step, args=batch))
         return tf.add_n(losses) * (dist.num_replicas_in_sync / len(losses))
 
-    return train_step
+    if MODES[mode] is None:
+        return train_step
+    return tf.function(train_step, reduce_retracing=True, **MODES[mode])
 
 
 def make_adam(spec, learning_rate):

@@ -219,9 +219,7 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         self.weights_loaded = None
         if self.spec.weights:
             self.weights_loaded = load_imagenet_weights(mx, self.model, self.spec.weights)
-        # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the segment after each evaluation.
-        self.model.hybridize(static_alloc=True)
+        self.apply_mode()
 
     def build_training(self):
         import mxnet as mx
@@ -255,11 +253,6 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         self.eval_sampler.paths = list(paths)
         for images in self.eval_loader:
             yield images.asnumpy()
-
-    def predict(self, inputs):
-        import mxnet as mx
-
-        return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
 
 
     def load_weights(self, weights):

@@ -191,12 +191,6 @@ def train_loader(paths, labels, spec, pin_memory):
     return loader, sampler
 
 
-def on_device(batches, device):
-    """(images, labels) batches moved to the device, lazily: nothing loads before iteration."""
-    for images, labels in batches:
-        yield images.to(device, non_blocking=True), labels.to(device, non_blocking=True)
-
-
 class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
@@ -224,9 +218,9 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
 
     def batches(self, order, epochs):
         if self.spec.input == "synthetic":
-            return on_device(self._synthetic_batches(order), self.device)
+            return backend.on_device(self._synthetic_batches(order), self.placement)
         self.sampler.set_order(order, epochs)
-        return on_device(self.loader, self.device)
+        return backend.on_device(self.loader, self.placement)
 
     def _synthetic_batches(self, order):
         """This process's batches of the in-memory set, gathered by index (no loader)."""

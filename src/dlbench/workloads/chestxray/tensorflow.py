@@ -127,7 +127,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.images = host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
             self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
-        self.step = make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
 
     def batches(self, order, epochs):
         if self.spec.input == "real":

@@ -79,9 +79,7 @@ class MXNetImdb(WorkloadMethods, Imdb):
         m = self.spec.model
         self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.classes)
         self.model.initialize(mx.init.Xavier(), ctx=self.ctx)  # replaced by the shared start (Workload.build)
-        # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the segment after each evaluation.
-        self.model.hybridize(static_alloc=True)
+        self.apply_mode()
 
     def build_training(self):
         from mxnet import gluon
@@ -103,11 +101,6 @@ class MXNetImdb(WorkloadMethods, Imdb):
         return self.loader
 
 
-
-    def predict(self, inputs):
-        import mxnet as mx
-
-        return self.model(mx.nd.array(inputs, ctx=self.ctx, dtype=inputs.dtype)).asnumpy()
 
 
     def load_weights(self, weights):

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
+from dlbench.contract import NotApplicable
 from dlbench.frameworks import pytorch as backend
 from dlbench.workloads.imdb.task import Imdb
 
@@ -54,6 +55,13 @@ class PyTorchImdb(backend.WorkloadMethods, Imdb):
     input_dtype = "int64"
     sparse_gradients = True  # nn.Embedding(sparse=True) with SparseAdam
 
+    @classmethod
+    def check(cls, spec, device_kind):
+        super().check(spec, device_kind)
+        if spec.mode == backend.CHANNELS_LAST:
+            raise NotApplicable(f"mode {spec.mode!r} is the memory format of 4-D image batches (NCHW as NHWC) "
+                                f"for convolutions: an LSTM's inputs are token sequences, with no channels")
+
     def build_model(self):
         torch.manual_seed(self.spec.seed)
         self.device = backend.device(self.placement)
@@ -61,6 +69,7 @@ class PyTorchImdb(backend.WorkloadMethods, Imdb):
         self.model = build_model(self.spec.model, self.sparse).to(self.device)
 
     def build_training(self):
+        self.net = backend.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         kwargs = {"lr": opt.lr, "betas": (opt.beta1, opt.beta2), "eps": opt.eps}
         if self.sparse:  # Adam rejects sparse gradients: SparseAdam for the embedding, Adam for the rest
@@ -81,22 +90,18 @@ class PyTorchImdb(backend.WorkloadMethods, Imdb):
 
     def batches(self, order, epochs):
         self.sampler.set_order(order)
-        return self._device_batches()
+        return backend.on_device(self.loader, self.placement)
 
     def set_learning_rate(self, lr):
         for optimizer in self.optimizers:
             for group in optimizer.param_groups:
                 group["lr"] = lr
 
-    def _device_batches(self):
-        for tokens, labels in self.loader:
-            yield tokens.to(self.device, non_blocking=True), labels.to(self.device, non_blocking=True)
-
     def train_step(self, batch):
         tokens, labels = batch
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(tokens), labels)
+        loss = self.loss_fn(self.net(tokens), labels)
         loss.backward()
         for optimizer in self.optimizers:
             optimizer.step()

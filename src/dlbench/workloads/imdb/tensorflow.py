@@ -42,7 +42,7 @@ class TensorFlowImdb(WorkloadMethods, Imdb):
         self.sequences = host_tensor(self.train_sequences.astype(np.int32))
         self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_sequences, self.train_labels
-        self.step = make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
 
     def batches(self, order, epochs):
         workers = self.spec.workers

@@ -49,9 +49,7 @@ class MXNetMnist(WorkloadMethods, Mnist):
         self.model = build_model(self.spec.model.name)
         # On every context; the values are replaced by the shared start (Workload.build).
         self.model.initialize(mx.init.Xavier(), ctx=self.contexts)
-        # static_alloc only: with static_shape, every change between the evaluation and the
-        # training batch shape would re-plan the graph inside the segment after each evaluation.
-        self.model.hybridize(static_alloc=True)
+        self.apply_mode()
 
     def build_training(self):
         import mxnet as mx
@@ -73,11 +71,6 @@ class MXNetMnist(WorkloadMethods, Mnist):
         return ((mx.nd.take(self.images, indices[i]), mx.nd.take(self.labels, indices[i]))
                 for i in range(len(order)))
 
-
-    def predict(self, inputs):
-        import mxnet as mx
-
-        return self.model(mx.nd.array(inputs, ctx=self.contexts[0], dtype="float32")).asnumpy()
 
 
     def load_weights(self, weights):

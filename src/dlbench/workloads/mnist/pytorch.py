@@ -41,7 +41,7 @@ class PyTorchMnist(backend.WorkloadMethods, Mnist):
         # A DataLoader over index batches: each batch is one vectorised gather (TensorDataset[index]).
         loader = DataLoader(self.train_set, sampler=[torch.from_numpy(b) for b in order], batch_size=None,
                             pin_memory=self.placement.device_kind == "gpu")
-        return ((x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)) for x, y in loader)
+        return backend.on_device(loader, self.placement)
 
     def train_step(self, batch):
         images, labels = batch

@@ -40,7 +40,7 @@ class TensorFlowMnist(WorkloadMethods, Mnist):
         self.images = host_tensor(to_nhwc(self.train_images))
         self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_images, self.train_labels
-        self.step = make_train_step(self.placement, self.replica_step)
+        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
 
     def batches(self, order, epochs):
         def make_dataset(shards):

@@ -1,19 +1,18 @@
 """The PyTorch ChestX-ray training loader alone: the DataLoader of the ChestX-ray workload
 (PIL decode, shared crop and flip, normalise; persistent workers), batches moved to the device."""
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.chestxray.pytorch import on_device, train_loader
+from dlbench.workloads.chestxray.pytorch import train_loader
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
 class PyTorchChestXrayLoader(ChestXrayLoader):
     def build_training(self):
-        self.device = backend.device(self.placement)
         self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec,
                                                  pin_memory=self.placement.device_kind == "gpu")
 
     def batches(self, order, epochs):
         self.sampler.set_order(order, epochs)
-        return on_device(self.loader, self.device)
+        return backend.on_device(self.loader, self.placement)
 
 
 WORKLOAD = PyTorchChestXrayLoader
