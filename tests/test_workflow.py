@@ -26,7 +26,7 @@ SMOKE = ("--configfile", "presets/smoke.yaml")
 # real/synthetic on one device; the framework loaders at 2 worker counts.
 SMOKE_RECORDS = {
     "mnist": {name: 1 + len(framework.strategies) + len(framework.multi_node) for name, framework in KNOWN.items()},
-    "imdb": dict.fromkeys(FRAMEWORKS, 4),
+    "imdb": {**dict.fromkeys(FRAMEWORKS, 4), "mxnet": 4 * 2},   # MXNet in two modes
     "chestxray": dict.fromkeys(FRAMEWORKS, 2),
     "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),
 }

@@ -87,3 +87,25 @@ def loss_curves(convergence, units, path, title):
                        height=3.5, aspect=1.6)
     grid.set(xlabel="training step (from the shared start)", ylabel="training loss (block mean)")
     save(grid, path, title)
+
+
+def modes_figure(ratios, runs, path, title):
+    """What each mode buys within its framework: steady throughput in the mode over the
+    framework's default mode at the same point (ratio and interval; 1, dotted, is no change),
+    each label with the median compilation of both (the runs table's compile_s)."""
+    if "mode" not in ratios or "mode" not in runs:
+        no_data(path, "no run with an execution mode")
+        return
+    modes = ratios[ratios["framework"].fillna("").astype(str).ne("") & ratios["mode"].isna()
+                   & ratios["comparison"].astype(str).str.fullmatch(r"[\w-]+ / [\w-]+")].reset_index(drop=True)
+    compile_s = runs.groupby(["framework", "mode"])["compile_s"].median()
+
+    def label(row):
+        mode, default = row["comparison"].split(" / ")
+        seconds = [compile_s.get((row["framework"], m)) for m in (mode, default)]
+        spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
+        return f"{row['framework']} {row['comparison']} (compilation {spent})"
+
+    interval_plot(modes, pd.Series([label(row) for _, row in modes.iterrows()], dtype=str), "ratio", "ci_low",
+                  "ci_high", path, title, "steady throughput, mode / the framework's default mode (interval)",
+                  reference=1)

@@ -5,6 +5,7 @@ from pathlib import Path
 import jsonschema
 import pandas as pd
 
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.record import cpu_line
 
 RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
@@ -84,6 +85,8 @@ def run_row(record):
         "framework_version": record["environment"]["framework_version"],
         "device_kind": device.get("kind"),
         "hosts": " ".join(str(node["hostname"]) for node in record["nodes"]),  # its nodes', in node order
+        # eager or compiled (dlbench.frameworks): what the run's mode is, for every framework the same words
+        "mode_kind": FRAMEWORKS[record["framework"]].mode_kind(spec["mode"]) if spec.get("mode") else None,
         "segments": len(record["segments"]),
         "unit_steps": plan.get("unit_steps"),
         "warmup_units": plan.get("warmup_units"),
@@ -94,6 +97,7 @@ def run_row(record):
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
         "first_segment_s": summary["first_segment_s"],
+        "compile_s": summary["compile_s"],
         "steady_unit_s": summary["steady_unit_s"],
         "seconds_per_step": summary["seconds_per_step"],
         "samples_per_s": summary["samples_per_s"],

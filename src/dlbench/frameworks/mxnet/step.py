@@ -1,6 +1,8 @@
 """MXNet's step: Adam in a Gluon Trainer over every context, one data-parallel step (`train_step`),
 and what every MXNet workload module does the same way with them (`WorkloadMethods`). mxnet is
 imported inside the functions (see the backend's docstring)."""
+import warnings
+
 import numpy as np
 
 from dlbench.frameworks.mxnet import contexts, kvstore
@@ -68,7 +70,9 @@ class WorkloadMethods:
         self.eval_model = self.model
         if self.spec.mode == "hybrid":
             data = mx.sym.var("data")
-            self.eval_model = mx.gluon.SymbolBlock(self.model(data), data, params=self.model.collect_params())
+            with warnings.catch_warnings():  # the input's type is unknown until a call gives one
+                warnings.filterwarnings("ignore", "Cannot decide type", UserWarning)
+                self.eval_model = mx.gluon.SymbolBlock(self.model(data), data, params=self.model.collect_params())
             self.eval_model.hybridize(static_alloc=True)
             self.model.hybridize(static_alloc=True, static_shape=True)
         elif self.spec.mode != "imperative":

@@ -248,12 +248,10 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         pooled = mx.nd.array(order % self.images.shape[0], dtype="int64")
         return ((mx.nd.take(self.images, pooled[i]), mx.nd.take(self.labels, indices[i])) for i in range(len(order)))
 
-
     def eval_inputs(self, paths):
         self.eval_sampler.paths = list(paths)
         for images in self.eval_loader:
             yield images.asnumpy()
-
 
     def load_weights(self, weights):
         """torchvision's layouts are Gluon's (OIHW kernels, Dense (out, in)); the names map in

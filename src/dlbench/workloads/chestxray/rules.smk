@@ -96,7 +96,7 @@ rule plot_chestxray:
         auc_table=report("results/tables/chestxray-test-auc.csv", caption="report/test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per finding"}),
         verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="report/loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
     input:
-        **table_inputs("chestxray", "runs", "convergence", "units", "points", "utilisation"),
+        **table_inputs("chestxray", "runs", "convergence", "units", "points", "ratios", "utilisation"),
         loader_points="results/tables/chestxray-loader-points.csv",
         preprocess_points="results/tables/chestxray-preprocess-points.csv",
         decode_points="results/tables/chestxray-decode-points.csv",
@@ -113,7 +113,7 @@ rule plot_chestxray:
         str(ENVS / "report.yaml")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs} --convergence {input.convergence:q} --units {input.units:q}"
-        " --points {input.points:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
+        " --points {input.points:q} --ratios {input.ratios:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"
         " --preprocess-points {input.preprocess_points:q} --decode-points {input.decode_points:q}"
         " --outdir {params.outdir} --minutes-table {output.minutes_table} --auc-table {output.auc_table}"
         " --verdict-table {output.verdict_table} --image-source {params.image_source:q} --model {params.model:q} > {log} 2>&1"

@@ -91,7 +91,7 @@ def draw_weights(draw, model):
 
 
 RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights),)
-FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
+FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")
 RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word

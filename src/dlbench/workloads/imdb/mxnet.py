@@ -100,9 +100,6 @@ class MXNetImdb(WorkloadMethods, Imdb):
         self.sampler.order = order
         return self.loader
 
-
-
-
     def load_weights(self, weights):
         """Gluon's fused LSTM has PyTorch's layout (gates i, f, g, o; i2h and h2h weights and
         biases): only the names change."""

@@ -71,8 +71,6 @@ class MXNetMnist(WorkloadMethods, Mnist):
         return ((mx.nd.take(self.images, indices[i]), mx.nd.take(self.labels, indices[i]))
                 for i in range(len(order)))
 
-
-
     def load_weights(self, weights):
         """PyTorch's layouts are MXNet's (OIHW kernels, Dense (out, in), NCHW flatten): the
         parameters map one to one, in order."""

@@ -43,7 +43,7 @@ def main():
 
     net = build_model(spec.model)
     net.initialize(ctx=ctx)
-    net.hybridize(static_alloc=True)
+    net.hybridize(static_alloc=True, static_shape=True)  # the harness's default mode, hybrid
     opt = spec.optimizer
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
                                                            "beta2": opt.beta2, "epsilon": opt.eps})

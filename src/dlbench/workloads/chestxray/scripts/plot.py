@@ -6,9 +6,9 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, save, with_numerics
+from dlbench.plots import interval_plot, loss_curves, modes_figure, no_data, save, with_numerics
 
-FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss")
+FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
 
 
 def read_ok(path):
@@ -20,14 +20,14 @@ def train_minutes(runs):
     """Train + validation minutes of an epoch of each run, as the study timed them: the
     training set at the steady seconds per step, plus one evaluation (the final one's time:
     validation and test sets are evaluated the same way)."""
-    minutes = runs[["framework", "run_id", "input", "devices", "nodes", "strategy", "repeat"]].copy()
+    minutes = runs[["framework", "run_id", "input", "devices", "nodes", "strategy", "mode", "repeat"]].copy()
     minutes["minutes"] = (runs["epoch_s"] + runs["final_eval_s"].fillna(0)) / 60
     return minutes.dropna(subset=["minutes"])
 
 
 def study_table(minutes):
     """Mean train + validation minutes: framework and devices (rows) by real or synthetic data."""
-    table = minutes.pivot_table(index=["framework", "devices", "nodes", "strategy"], columns="input", values="minutes",
+    table = minutes.pivot_table(index=["framework", "devices", "nodes", "strategy", "mode"], columns="input", values="minutes",
                                 aggfunc="mean")
     table.columns = [f"{column} data (min)" for column in table.columns]
     return table.reset_index()
@@ -74,7 +74,8 @@ def auc_table(training):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    for name in ("runs", "convergence", "units", "points", "utilisation", "loader-points", "preprocess-points", "decode-points"):
+    for name in ("runs", "convergence", "units", "points", "ratios", "utilisation", "loader-points", "preprocess-points",
+                 "decode-points"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--minutes-table", required=True)
@@ -92,10 +93,12 @@ def main():
 
     loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
                 f"{args.model}: training loss by step {source}")
+    modes_figure(pd.read_csv(args.ratios), read_ok(args.runs), args.outdir / "modes.png",
+                 with_numerics(f"{args.model}: what each execution mode buys {source}", training))
     minutes = train_minutes(training) if not training.empty else pd.DataFrame(
-        columns=["framework", "input", "devices", "nodes", "strategy", "repeat", "minutes"])
+        columns=["framework", "input", "devices", "nodes", "strategy", "mode", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
-        pd.DataFrame(columns=["framework", "devices", "nodes", "strategy"]).to_csv(args.minutes_table, index=False)
+        pd.DataFrame(columns=["framework", "devices", "nodes", "strategy", "mode"]).to_csv(args.minutes_table, index=False)
     auc = auc_table(training) if "test_auc_macro" in training else pd.DataFrame(columns=["framework"])
     auc.to_csv(args.auc_table, index=False)
     loader_verdict(points, rates).to_csv(args.verdict_table, index=False)
@@ -105,6 +108,7 @@ def main():
     else:
         minutes["devices"] = (minutes["devices"].astype(str) + minutes["nodes"].map(lambda n: f" on {n} nodes" if n > 1 else "")
                               + " (" + minutes["strategy"] + ")")
+        minutes["framework"] = minutes["framework"] + " " + minutes["mode"]
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar="sd", height=3.5, aspect=1.2)
         grid.set(xlabel="train + validation (min)", ylabel="")

@@ -39,7 +39,7 @@ def main():
     m = spec.model
     net = build_model(m.vocabulary, m.embedding, m.hidden, m.classes)
     net.initialize(mx.init.Xavier(), ctx=ctx)
-    net.hybridize(static_alloc=True)
+    net.hybridize(static_alloc=True, static_shape=True)  # the harness's default mode, hybrid
     opt, schedule = spec.optimizer, spec.schedule
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
                                                            "beta2": opt.beta2, "epsilon": opt.eps})

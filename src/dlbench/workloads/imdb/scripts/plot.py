@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save, with_numerics
+from dlbench.plots import interval_plot, loss_curves, modes_figure, no_data, point_label, save, with_numerics
 
-FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup")
+FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 
 
 def epoch_time_table(runs):
@@ -44,10 +44,10 @@ def main():
         for name in FIGURES:
             no_data(args.outdir / f"{name}.png", "no successful IMDB run")
         return
-    runs["run"] = runs["framework"] + "/" + runs["grad"]
+    runs["run"] = runs["framework"] + "/" + runs["grad"] + " " + runs["mode"]
 
     points = pd.read_csv(args.points)
-    interval_plot(points, point_label(points, ["batch", "workers", "grad"]), "mean", "ci_low", "ci_high",
+    interval_plot(points, point_label(points, ["batch", "workers", "grad", "mode"]), "mean", "ci_low", "ci_high",
                   args.outdir / "epoch-time.png",
                   with_numerics("IMDB LSTM: training throughput by batch size and loader workers", runs),
                   "reviews/s, steady units: mean of the repeats and hierarchical bootstrap interval")
@@ -68,10 +68,11 @@ def main():
 
     ratios = pd.read_csv(args.ratios)
     sparse = ratios[ratios["comparison"].astype(str).str.contains("sparse")].reset_index(drop=True)
-    interval_plot(sparse, sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""), ["batch", "workers"]),
+    interval_plot(sparse, sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""), ["batch", "workers", "mode"]),
                   "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
                   with_numerics("PyTorch: speed-up of sparse embedding gradients", runs),
                   "throughput sparse / dense (interval)", reference=1)
+    modes_figure(ratios, runs, args.outdir / "modes.png", with_numerics("IMDB LSTM: what each execution mode buys", runs))
 
 
 if __name__ == "__main__":

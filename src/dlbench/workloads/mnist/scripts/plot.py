@@ -8,12 +8,12 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, no_data, point_label, save, with_numerics
+from dlbench.plots import interval_plot, loss_curves, modes_figure, no_data, point_label, save, with_numerics
 
 
 def label(frame):
-    """framework/strategy, e.g. pytorch/ddp; one device is 'single' everywhere."""
-    return frame["framework"] + "/" + frame["strategy"]
+    """framework/strategy mode, e.g. pytorch/ddp compile; one device is 'single' everywhere."""
+    return frame["framework"] + "/" + frame["strategy"] + " " + frame["mode"]
 
 
 def main():
@@ -28,7 +28,7 @@ def main():
     args.outdir.mkdir(parents=True, exist_ok=True)
     runs = pd.read_csv(args.runs)
     runs = runs[runs["status"] == "ok"].copy()
-    figures = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss")
+    figures = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes")
     if runs.empty:
         for name in figures:
             no_data(args.outdir / f"{name}.png", "no successful MNIST run")
@@ -36,7 +36,7 @@ def main():
     models = [m for m in ("small", "large") if m in set(runs["model"])]
 
     points = pd.read_csv(args.points)
-    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "nodes", "strategy"]), "mean",
+    interval_plot(points, point_label(points, ["model", "duplicate", "batch", "devices", "nodes", "strategy", "mode"]), "mean",
                   "ci_low", "ci_high", args.outdir / "throughput.png", with_numerics("MNIST training throughput", runs),
                   "images/s, steady units: mean of the repeats and hierarchical bootstrap interval")
 
@@ -55,10 +55,11 @@ def main():
     ratios = pd.read_csv(args.ratios)
     scale = ratios[ratios["comparison"].astype(str).str.contains("devices|nodes")].reset_index(drop=True)
     names = scale["framework"].astype(str) + " " + scale["comparison"].astype(str) + " " + point_label(
-        scale.assign(framework=""), ["model", "duplicate", "batch"])
+        scale.assign(framework=""), ["model", "duplicate", "batch", "mode"])
     interval_plot(scale, names, "ratio", "ci_low", "ci_high", args.outdir / "scale-up.png",
                   with_numerics("MNIST scale-up relative to one device (and to one node)", runs),
                   "throughput N devices / 1 device, or N nodes / 1 node (interval)", reference=1)
+    modes_figure(ratios, runs, args.outdir / "modes.png", with_numerics("MNIST: what each execution mode buys", runs))
 
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",
