@@ -71,3 +71,18 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):
     (copy / "config.yaml").write_text((copy / "config.yaml").read_text() + "oops: [\n")
     proc = snakemake("-n", cwd=copy, check=False)
     assert proc.returncode != 0 and "config.yaml: not valid YAML: line" in proc.stdout + proc.stderr
+
+
+def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_workload():
+    from dlbench.config import load_config
+    from dlbench.frameworks import FRAMEWORKS
+
+    every = {name: {mode for mode, _ in framework.modes} for name, framework in FRAMEWORKS.items()}
+    default = load_config(REPO / "config.yaml")
+    assert {fw: set(modes) for fw, modes in default["mnist"]["modes"].items()} == every
+    assert all(modes == [FRAMEWORKS[fw].default_mode] for fw, modes in default["imdb"]["modes"].items())
+    paper = load_config(REPO / "config.yaml", REPO / "presets" / "paper.yaml")
+    for workload in ("mnist", "chestxray"):
+        assert {fw: set(modes) for fw, modes in paper[workload]["modes"].items()} == every
+    assert {fw: set(modes) for fw, modes in paper["imdb"]["modes"].items()} == {
+        **every, "pytorch": every["pytorch"] - {"channels-last"}}  # an LSTM has no channels
