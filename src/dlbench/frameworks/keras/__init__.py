@@ -49,6 +49,12 @@ ENGINE_MODULES = {KERAS_BACKENDS[name]: backend_module(framework.engine) for nam
 STRATEGIES = {"tensorflow": {"single": "single", "mirrored": "mirrored"},
               "jax": {"single": "single", "data-parallel": "sharding"},
               "torch": {"single": "single"}}
+# Tried on a CPU (two logical devices; Keras 3.15.1, TF 2.21.0): fit's step fails at its first call
+MIRRORED_JIT = ("mode jit under the mirrored strategy: Keras' fit compiles its whole step, strategy.run over every "
+                "replica, into one XLA function, and XLA runs it on one device, from which the other replicas' "
+                "variables are out of reach (\"Trying to access resource ... located in device CPU:1 from device "
+                "CPU:0\", TensorFlow's known XLA issue \"tf.Variable on a different device\"); Keras' own "
+                "jit_compile=\"auto\" turns XLA off under tf.distribute for this reason")
 NO_TORCH_DISTRIBUTION = ("keras.distribution runs on the JAX backend (and TensorFlow's) only in Keras 3.15.1, not "
                          "on torch; model.fit on the torch backend trains on one device")
 
@@ -138,6 +144,8 @@ def check(spec, device_kind):
                          f"{tuple(STRATEGIES[name])}")
     if (spec.strategy == "single") != (spec.devices == 1):
         raise ValueError(f"the single strategy runs on one device, {spec.strategy} on more ({spec.devices} asked for)")
+    if spec.mode == "jit" and spec.strategy == "mirrored":
+        raise NotApplicable(MIRRORED_JIT)
 
 
 def launch(spec, target, args):
@@ -201,7 +209,8 @@ def describe(placement):
     name = placement.handles["keras_backend"]
     module = engine(name)
     return {**module.describe(placement), "keras": keras.__version__, "keras_backend": name,
-            "keras_backend_version": module.version(), "strategy": placement.handles["keras_strategy"]}
+            "keras_backend_version": module.version(), "strategy": placement.handles["keras_strategy"],
+            "jit_compile": placement.handles.get("jit_compile")}  # what Keras resolved (fit.py: compile)
 
 
 def flushes_denormals():

@@ -1,7 +1,9 @@
 """Keras' training loop under the protocol's clock.
 
-Training is Keras' own loop: model.compile(Adam, the loss, jit_compile left to Keras' default per
-backend: XLA on JAX, not on TensorFlow on a CPU nor on torch), then model.fit with
+Training is Keras' own loop: model.compile(Adam, the loss, jit_compile from the run's mode: jit
+compiles fit's step, XLA on TensorFlow and JAX, torch.compile on torch; no-jit runs it as a
+tf.function on TensorFlow, op by op on JAX and torch; the defaults are Keras' own "auto" on these
+machines), then model.fit with
 shuffle=False and verbose=0, one fit epoch per block of the protocol (steps_per_epoch = the
 block's steps): `ClockCallback` starts the RunClock in on_epoch_begin and stops it in
 on_epoch_end with the steps Keras ran (optimizer.iterations after minus before), the block's
@@ -27,6 +29,7 @@ import functools
 
 import numpy as np
 
+from dlbench.contract import NotApplicable
 from dlbench.frameworks.keras import engine, replicas, scope
 from dlbench.frameworks.keras.loaders import fit_input
 
@@ -96,15 +99,26 @@ class WorkloadMethods:
         """Adam from the spec; then everything fit would otherwise build from a batch of the
         PyDataset (see the module's docstring): the compiled loss, from one sample's `labels`
         and `outputs` (numpy, of a batch of 1), and the optimizer's variables. The learning
-        rate is a constant, or the task's schedule by the run's step (set in fit)."""
+        rate is a constant, or the task's schedule by the run's step (set in fit).
+
+        jit_compile is the run's mode, never Keras' "auto"; Keras may still turn it off (a layer
+        without XLA support, such as the LSTM on cuDNN, or TF's op determinism): the record says
+        what Keras resolved (describe's jit_compile), and a jit run that Keras turned off is not
+        applicable. Predictions (predict_on_batch) follow the same setting, as in Keras."""
         import keras
 
         opt = self.spec.optimizer
+        jit = {"jit": True, "no-jit": False}[self.spec.mode]
         with scope(self.placement):
             self.model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1,
-                                                               beta_2=opt.beta2, epsilon=opt.eps), loss=loss)
+                                                               beta_2=opt.beta2, epsilon=opt.eps), loss=loss,
+                               jit_compile=jit)
             self.model.compute_loss(y=labels, y_pred=outputs)
             self.model.optimizer.build(self.model.trainable_variables)
+        self.placement.handles["jit_compile"] = self.model.jit_compile
+        if self.model.jit_compile != jit:
+            raise NotApplicable(f"mode {self.spec.mode}: Keras {keras.__version__} turns jit_compile off for this "
+                                f"model on {keras.backend.backend()} (a layer without XLA support)")
 
     def fit(self, clock):
         """One model.fit per length of block: fit epoch k is the clock's block k. The steady units

@@ -14,7 +14,7 @@ order (a tf.data dataset per replica; replica r of a process takes shard r of ea
 process's batches; several replicas in a process read through
 strategy.distribute_datasets_from_function), and `make_train_step` the step that runs
 one `strategy.run(step)` on one batch, in the run's mode (step.py: a tf.function, eager, or
-a tf.function compiled by XLA). The protocol owns the loop and calls the step once
+a tf.function whose gradients XLA compiles). The protocol owns the loop and calls the step once
 per batch, as Keras' fit does with steps_per_execution=1: per-step calls now, where the old
 scripts traced a whole epoch into one graph, because the shared protocol needs the loop in
 Python. The batch shapes are fixed (drop_remainder), so the step is traced once.

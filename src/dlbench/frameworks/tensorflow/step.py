@@ -1,40 +1,30 @@
-"""TensorFlow's step: one strategy.run per batch, in the run's execution mode (`make_train_step`),
-Adam, and what every TensorFlow workload module's step does the same way (`WorkloadMethods`)."""
+"""TensorFlow's step: one strategy.run per batch (`make_train_step`) in the run's execution mode
+(`WorkloadMethods.make_step`), Adam, and what every TensorFlow workload module's step does the same way."""
 import keras
 import numpy as np
 import tensorflow as tf
 
+from dlbench.contract import NotApplicable
 from dlbench.frameworks.tensorflow import strategy
-
-
-# TensorFlow's execution modes (dlbench.frameworks): the same Python step as a tf.function (a
-# graph traced once), run op by op from Python, or a tf.function that XLA compiles whole
-# (jit_compile: XLA's CPU backend needs nothing extra).
-MODES = {"graph": {}, "eager": None, "xla": {"jit_compile": True}}
 
 
 def make_train_step(placement, replica_step, mode):
     """One batch (per replica, from `distribute`): strategy.run(replica_step) and the mean loss of
     this process's batch, on the device (no cross-worker reduction per step; the protocol reduces
-    the block's sum once, outside the clock), as the `mode` runs it (MODES). Only the training
-    step has a mode: evaluation's inference stays a tf.function in every mode.
+    the block's sum once, outside the clock): a tf.function (traced once: fixed batch shapes),
+    but in the eager mode the same function run op by op from Python.
 
     replica_step(*batch) returns a Keras loss, which Keras scales by 1/replicas under
     tf.distribute (so that the gradients summed over replicas are the global batch's mean):
     the process's mean is the sum of its replicas' losses times replicas / local replicas.
-    Fixed batch shapes: traced (and in xla compiled) once.
     """
-    if mode not in MODES:
-        raise ValueError(f"unknown TensorFlow mode {mode!r}, expected one of {tuple(MODES)}")
     dist = strategy(placement)
 
     def train_step(batch):
         losses = dist.experimental_local_results(dist.run(replica_step, args=batch))
         return tf.add_n(losses) * (dist.num_replicas_in_sync / len(losses))
 
-    if MODES[mode] is None:
-        return train_step
-    return tf.function(train_step, reduce_retracing=True, **MODES[mode])
+    return train_step if mode == "eager" else tf.function(train_step, reduce_retracing=True)
 
 
 def make_adam(spec, learning_rate):
@@ -44,15 +34,42 @@ def make_adam(spec, learning_rate):
 
 class WorkloadMethods:
     """What every TensorFlow workload module does the same way: one replica's step with a
-    GradientTape (self.model, self.loss_fn, self.optimizer), the per-batch call of the step
-    compiled by make_train_step (self.step), and the parameter count."""
+    GradientTape (self.model, self.loss_fn, self.optimizer) in the run's mode (`make_step`),
+    its per-batch call (self.step), and the parameter count."""
 
-    def replica_step(self, inputs, labels):
+    def gradients(self, inputs, labels):
         with tf.GradientTape() as tape:
             loss = self.loss_fn(labels, self.model(inputs, training=True))
-        grads = tape.gradient(loss, self.model.trainable_variables)
-        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-        return loss
+        return loss, tape.gradient(loss, self.model.trainable_variables)
+
+    def make_step(self):
+        """The training step in the run's mode (dlbench.frameworks: TensorFlow's modes): graph, a
+        tf.function; eager, the same step op by op; xla, the tf.function with each replica's
+        forward and backward pass compiled by XLA (jit_compile; XLA's CPU backend needs nothing
+        extra). Not the whole step, as a single-device tf.function(jit_compile=True) would: an
+        XLA cluster runs on one device, and a MirroredStrategy step (its variables on each
+        device, the gradients' cross-replica sum) does not compile ("Trying to access resource
+        ... located in device CPU:1 from device CPU:0", TF's known issue), so Adam's update and
+        the gradients' all-reduce stay in the graph, in every strategy alike. Only training has
+        a mode: evaluation's inference is a tf.function in every mode.
+
+        A layer that Keras marks as without XLA support (supports_jit: the LSTM on a GPU runs
+        cuDNN's kernel, which XLA does not compile) makes xla not applicable, as Keras' own
+        jit_compile turns itself off for it."""
+        if self.spec.mode not in ("graph", "eager", "xla"):
+            raise ValueError(f"unknown TensorFlow mode {self.spec.mode!r}")
+        unsupported = [layer.name for layer in self.model.layers if not layer.supports_jit]
+        if self.spec.mode == "xla" and unsupported:
+            raise NotApplicable(f"mode xla: Keras {keras.__version__} marks the layers {unsupported} as without XLA "
+                                f"support here (supports_jit)")
+        gradients = tf.function(self.gradients, jit_compile=True) if self.spec.mode == "xla" else self.gradients
+
+        def replica_step(inputs, labels):
+            loss, grads = gradients(inputs, labels)
+            self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+            return loss
+
+        return make_train_step(self.placement, replica_step, self.spec.mode)
 
     def train_step(self, batch):
         return self.step(batch)

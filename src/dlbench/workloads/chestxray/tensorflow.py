@@ -27,7 +27,7 @@ from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, I
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
 from dlbench.workloads.chestxray.keras import build_model, load_weights  # the Keras model, shared
 
@@ -127,7 +127,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.images = host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
             self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
-        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
+        self.step = self.make_step()
 
     def batches(self, order, epochs):
         if self.spec.input == "real":

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
@@ -42,7 +42,7 @@ class TensorFlowImdb(WorkloadMethods, Imdb):
         self.sequences = host_tensor(self.train_sequences.astype(np.int32))
         self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_sequences, self.train_labels
-        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
+        self.step = self.make_step()
 
     def batches(self, order, epochs):
         workers = self.spec.workers

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, make_train_step, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
@@ -40,7 +40,7 @@ class TensorFlowMnist(WorkloadMethods, Mnist):
         self.images = host_tensor(to_nhwc(self.train_images))
         self.labels = host_tensor(self.train_labels.astype(np.int32))
         del self.train_images, self.train_labels
-        self.step = make_train_step(self.placement, self.replica_step, self.spec.mode)
+        self.step = self.make_step()
 
     def batches(self, order, epochs):
         def make_dataset(shards):
