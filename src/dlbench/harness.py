@@ -20,6 +20,7 @@ import argparse
 import collections
 import fcntl
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -61,7 +62,11 @@ def train_in_child(spec, workdir):
         cmd = nodes.launcher(spec["nodes"], spec["threads"]) + cmd
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
     # A session of its own: killing its group ends the workers the training started too.
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+    # Compiler caches in the run's folder: every run compiles from scratch, as the first did
+    # (inductor otherwise reuses what an earlier run of the same graph left in /tmp).
+    caches = {name: str(Path(workdir) / "compiler-cache" / name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
+                            env={**os.environ, **caches})
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
     sampler = UtilisationSampler(proc.pid, SAMPLE_INTERVAL_S)

@@ -69,6 +69,8 @@ class PyTorchImdb(backend.WorkloadMethods, Imdb):
         self.model = build_model(self.spec.model, self.sparse).to(self.device)
 
     def build_training(self):
+        # Mode compile: Dynamo (torch 2.13) leaves nn.LSTM eager, a graph break (its allow_rnn is
+        # experimental and off), so only the embedding and the classifier are compiled.
         self.net = backend.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         kwargs = {"lr": opt.lr, "betas": (opt.beta1, opt.beta2), "eps": opt.eps}

@@ -4,7 +4,7 @@ The loader: tf.data over the run's index batches, each batch gathered in one tf.
 from the sequences in host memory. With workers > 0 the gathers run as `workers` parallel map
 calls in a private pool of `workers` threads, `workers` batches prefetched; with 0 workers
 they run in the consuming thread, without the parallelism or prefetch tf.data would add
-itself. One tf.function step per batch (strategy.run under OneDeviceStrategy), called from
+itself. One step per batch (a tf.function in the default mode, graph) (strategy.run under OneDeviceStrategy), called from
 the harness's loop, as Keras' fit with steps_per_execution=1 (the old script traced a whole
 epoch into one graph; the shared protocol owns the loop).
 """

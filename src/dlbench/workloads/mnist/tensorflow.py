@@ -3,7 +3,7 @@ MultiWorkerMirroredStrategy.
 
 The training data lives in host memory as tensors; each batch is one tf.gather in a tf.data
 pipeline per replica (dlbench.frameworks.tensorflow.distribute), with no loader threads or
-prefetch: it loads when the step asks for it. One tf.function step per batch
+prefetch: it loads when the step asks for it. One step per batch (a tf.function in the default mode, graph)
 (strategy.run), called from the harness's loop, as Keras' fit with steps_per_execution=1
 (the old script traced a whole epoch into one graph; the shared protocol owns the loop).
 """
