@@ -8,7 +8,7 @@ from dlbench.frameworks import FRAMEWORKS
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
 from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS
-from dlbench.tables import (RecordError, environment_rows, load_records, tables, time_to_target, units_table,
+from dlbench.tables import (RecordError, environment_rows, load_records, run_row, tables, time_to_target, units_table,
                             unsuccessful, utilisation_rows)
 from specs import smoke_spec
 
@@ -69,6 +69,13 @@ def test_summary_reports_the_steady_units_apart_from_warm_up_and_convergence():
     # compilation: what the blocks before the first steady one took beyond 0.15 s a step, evaluations apart
     assert made["summary"]["compile_s"] == pytest.approx((5.0 - 0.1 - 1.5) + (1.0 - 0.1 - 1.5) + (3.0 - 1.5))
     assert made["point"] == point() and made["parameters"] == 402_442
+
+
+def test_a_runs_row_gives_the_models_flops_of_a_step_and_their_rate():
+    made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+    row = run_row(made)
+    assert row["step_flops"] == 3_315_456 * 64  # MNIST small (tests/test_flops.py) at batch 64
+    assert row["flop_s"] == pytest.approx(row["step_flops"] / 0.15)  # 0.15 s a steady step
 
 
 def test_a_crash_is_failed_with_the_error_and_keeps_finished_blocks():

@@ -25,6 +25,7 @@ class RunSet:
     draw_weights: Callable | None = None   # (dlbench.weights.Draw, spec.model): the shared start; None: no model
     subject: str = "framework"   # what its runs compare (a row's key): records in results/runs/<name>/<its value>/
     environment: Callable | None = None    # spec -> the env a run runs in; None: the framework's, envs/<framework>.yaml
+    flops: Callable | None = None          # spec -> FLOPs of one training sample (dlbench.flops); None: not counted
 
     def env(self, spec):
         return spec.framework if self.environment is None else self.environment(spec)

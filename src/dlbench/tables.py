@@ -7,6 +7,8 @@ import pandas as pd
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.record import cpu_line
+from dlbench.specs import spec_from_dict
+from dlbench.workloads import run_set
 
 RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
 ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
@@ -79,6 +81,9 @@ def run_row(record):
     numerics = record["numerics"] or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
+    counted = run_set(record["workload"])
+    step_flops = (counted.flops(spec_from_dict(spec)) * global_batch
+                  if counted and counted.flops and record["status"] == "ok" else None)
     return {
         **_base(record),
         "error": _short_error(record["error"]),
@@ -101,6 +106,9 @@ def run_row(record):
         "steady_unit_s": summary["steady_unit_s"],
         "seconds_per_step": summary["seconds_per_step"],
         "samples_per_s": summary["samples_per_s"],
+        # the model's FLOPs of a step (dlbench.flops, the same count for every framework) and their rate
+        "step_flops": step_flops,
+        "flop_s": None if step_flops is None or not summary["seconds_per_step"] else step_flops / summary["seconds_per_step"],
         "epoch_steps": epoch_steps,
         "epoch_s": None if epoch_steps is None or summary["seconds_per_step"] is None
         else epoch_steps * summary["seconds_per_step"],

@@ -5,6 +5,7 @@ figures and the config checks. dlbench.workloads says what a definition holds.""
 import dataclasses
 from dataclasses import dataclass
 
+from dlbench import flops
 from dlbench.config import ConfigError, check_modes, check_strategies
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Adam, Run
@@ -226,6 +227,27 @@ def overhead_row(config):
     return {"input": "synthetic", "devices": 1, "nodes": 1, "strategy": "single"}
 
 
+def train_flops(spec):
+    """FLOPs of one training image (dlbench.flops) of DenseNet-BC at the crop: conv0 7x7 stride 2
+    and a 3x3 max pool stride 2 (a quarter of the side), each dense layer's 1x1 bottleneck and
+    3x3 convolution, each transition's 1x1 convolution before its 2x2 average pool, the
+    classifier after the global pool; the images need no gradient."""
+    model, size = spec.model, spec.data.crop // 2
+    layers = [flops.conv2d(3, model.init_features, 7, size, size, input_gradient=False)]
+    size = (size + 1) // 2
+    features, width = model.init_features, model.bottleneck * model.growth
+    for b, count in enumerate(model.blocks, start=1):
+        for i in range(count):
+            layers += [flops.conv2d(features + i * model.growth, width, 1, size, size),
+                       flops.conv2d(width, model.growth, 3, size, size)]
+        features += count * model.growth
+        if b != len(model.blocks):
+            out_features = int(features * model.compression)
+            layers.append(flops.conv2d(features, out_features, 1, size, size))
+            features, size = out_features, size // 2
+    return flops.training([*layers, flops.linear(features, model.classes)])
+
+
 def draw_weights(draw, model):
     """DenseNet-BC as torchvision initialises it, with its module names: features.conv0, norm0,
     denseblockB.denselayerL (norm1, conv1 1x1 to bottleneck x growth, norm2, conv2 3x3 to
@@ -253,7 +275,7 @@ def draw_weights(draw, model):
     draw.linear("classifier", features, model.classes, zero_bias=True)
 
 
-RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights),
+RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),
             RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec),
             RunSet("chestxray-preprocess", ChestXrayPreprocessSpec, PREPROCESS_COLUMNS, library_runs, preprocess_spec,
                    subject="library", environment=library_env),

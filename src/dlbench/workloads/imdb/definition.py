@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlbench import flops
 from dlbench.config import check_modes
 from dlbench.specs import Adam, Run, StepSchedule
 from dlbench.sweep import RunSet, convergence_steps, run_fields
@@ -79,6 +80,16 @@ def overhead_row(config):
     return {"batch": config["imdb"]["batches"][0], "workers": 0, "grad": "dense"}
 
 
+def train_flops(spec):
+    """FLOPs of one training review (dlbench.flops): at each of its maxlen steps the LSTM's gate
+    products of the input and of the previous state (no gradient for the first step's state,
+    zeros; the input's for the trained embedding), then the classifier. The embedding is a lookup."""
+    model, gates = spec.model, 4 * spec.model.hidden
+    layers = [layer for step in range(model.maxlen)
+              for layer in (flops.linear(model.embedding, gates), flops.linear(model.hidden, gates, input_gradient=step > 0))]
+    return flops.training([*layers, flops.linear(model.hidden, model.classes)])
+
+
 def draw_weights(draw, model):
     """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
     draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)
@@ -90,7 +101,7 @@ def draw_weights(draw, model):
     draw.linear("classifier", model.hidden, model.classes)
 
 
-RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights),)
+RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),)
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")

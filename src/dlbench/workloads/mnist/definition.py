@@ -4,6 +4,7 @@ a definition holds."""
 import itertools
 from dataclasses import dataclass
 
+from dlbench import flops
 from dlbench.config import check_modes, check_strategies
 from dlbench.specs import Adam, Convergence, Run
 from dlbench.sweep import RunSet, device_strategies, run_fields
@@ -89,6 +90,21 @@ def overhead_row(config):
             "nodes": 1, "strategy": "single"}
 
 
+def train_flops(spec):
+    """FLOPs of one training image (dlbench.flops): the 3x3 convolutions (padding 1) at the size
+    each pooling leaves, and the linear layers; the images need no gradient."""
+    layers, size = [], 28
+    for layer in LAYERS[spec.model.name]:
+        if layer == "pool":
+            size //= 2
+        elif isinstance(layer, tuple):
+            kind, n_in, n_out = layer
+            first = not layers
+            layers.append(flops.conv2d(n_in, n_out, 3, size, size, input_gradient=not first) if kind == "conv"
+                          else flops.linear(n_in, n_out, input_gradient=not first))
+    return flops.training(layers)
+
+
 def draw_weights(draw, model):
     """PyTorch's default initialisation of each layer (dlbench.weights.Draw)."""
     for index, layer in enumerate(LAYERS[model.name]):
@@ -100,7 +116,7 @@ def draw_weights(draw, model):
                 draw.linear(str(index), n_in, n_out)
 
 
-RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights),)
+RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),)
 FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes")
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
