@@ -155,8 +155,9 @@ def run_env(wildcards):
 
 
 def spec_data(spec):
-    """The prepared files a spec reads (its data's paths under results/)."""
-    return [value for value in vars(spec.data).values() if isinstance(value, str) and value.startswith("results/")]
+    """The prepared files a spec reads (its data's paths under results/; none without data)."""
+    data = vars(spec.data) if hasattr(spec, "data") else {}
+    return [value for value in data.values() if isinstance(value, str) and value.startswith("results/")]
 
 
 def run_inputs(wildcards):

@@ -71,11 +71,11 @@ def test_summary_reports_the_steady_units_apart_from_warm_up_and_convergence():
     assert made["point"] == point() and made["parameters"] == 402_442
 
 
-def test_a_runs_row_gives_the_models_flops_of_a_step_and_their_rate():
+def test_a_runs_row_gives_the_models_flops_of_a_sample_and_their_rate():
     made = record(spec(), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
     row = run_row(made)
-    assert row["step_flops"] == 3_315_456 * 64  # MNIST small (tests/test_flops.py) at batch 64
-    assert row["flop_s"] == pytest.approx(row["step_flops"] / 0.15)  # 0.15 s a steady step
+    assert row["sample_flops"] == 3_315_456  # MNIST small (tests/test_flops.py)
+    assert row["flop_s"] == pytest.approx(3_315_456 * (600 + 300) / 2)  # at its median images/s
 
 
 def test_a_crash_is_failed_with_the_error_and_keeps_finished_blocks():

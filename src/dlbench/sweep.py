@@ -45,7 +45,7 @@ def device_strategies(devices, nodes, strategies, framework):
 
 def run_id(row, columns):
     """The sweep point readable in a name, in Snakemake Paramspace's key~value_key~value form,
-    e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_repeat~1."""
+    e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_mode~eager_repeat~1."""
     return "_".join(f"{column}~{row[column]}" for column in columns)
 
 

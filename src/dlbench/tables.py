@@ -82,8 +82,7 @@ def run_row(record):
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     counted = run_set(record["workload"])
-    step_flops = (counted.flops(spec_from_dict(spec)) * global_batch
-                  if counted and counted.flops and record["status"] == "ok" else None)
+    sample_flops = counted.flops(spec_from_dict(spec)) if counted and counted.flops and record["status"] == "ok" else None
     return {
         **_base(record),
         "error": _short_error(record["error"]),
@@ -106,9 +105,10 @@ def run_row(record):
         "steady_unit_s": summary["steady_unit_s"],
         "seconds_per_step": summary["seconds_per_step"],
         "samples_per_s": summary["samples_per_s"],
-        # the model's FLOPs of a step (dlbench.flops, the same count for every framework) and their rate
-        "step_flops": step_flops,
-        "flop_s": None if step_flops is None or not summary["seconds_per_step"] else step_flops / summary["seconds_per_step"],
+        # the model's FLOPs of a training sample (dlbench.flops, the same count for every framework), their rate
+        "sample_flops": sample_flops,
+        "flop_s": None if sample_flops is None or summary["samples_per_s"] is None
+        else sample_flops * summary["samples_per_s"],
         "epoch_steps": epoch_steps,
         "epoch_s": None if epoch_steps is None or summary["seconds_per_step"] is None
         else epoch_steps * summary["seconds_per_step"],
@@ -265,7 +265,7 @@ def tables(records, target=None):
         runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
     integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes",
-                       "gpu_process_peak_bytes", "train_limit"]
+                       "gpu_process_peak_bytes", "train_limit", "sample_flops"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])
     order = ["framework", *run_keys(records)]

@@ -25,7 +25,7 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray", "onnx")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "peak")
 
 
 def definition(workload):

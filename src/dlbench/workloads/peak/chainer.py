@@ -1,0 +1,16 @@
+"""The product in Chainer: chainer.functions.matmul (numpy's BLAS on a CPU, CuPy's on a GPU)."""
+import chainer.functions as F
+
+from dlbench.frameworks import chainer as backend
+from dlbench.workloads.peak.task import Peak
+
+
+class ChainerPeak(Peak):
+    def on_device(self, *arrays):
+        return tuple(backend.device(self.placement).send(a) for a in arrays)
+
+    def product_sum(self, left, right):
+        return F.sum(F.matmul(left, right)).array
+
+
+WORKLOAD = ChainerPeak

@@ -1,0 +1,20 @@
+"""The product in MXNet: mx.nd.dot (the engine runs it asynchronously; the block's sync waits).
+mxnet is imported inside the methods: its thread pools read the variables the backend's setup
+sets, once, at import."""
+from dlbench.frameworks import mxnet as backend
+from dlbench.workloads.peak.task import Peak
+
+
+class MxnetPeak(Peak):
+    def on_device(self, *arrays):
+        import mxnet as mx
+
+        return tuple(mx.nd.array(a, ctx=backend.contexts(self.placement)[0], dtype="float32") for a in arrays)
+
+    def product_sum(self, left, right):
+        import mxnet as mx
+
+        return mx.nd.dot(left, right).sum()
+
+
+WORKLOAD = MxnetPeak

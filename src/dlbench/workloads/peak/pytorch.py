@@ -1,0 +1,16 @@
+"""The product in PyTorch: torch.mm."""
+import torch
+
+from dlbench.frameworks import pytorch as backend
+from dlbench.workloads.peak.task import Peak
+
+
+class PyTorchPeak(Peak):
+    def on_device(self, *arrays):
+        return tuple(torch.from_numpy(a).to(backend.device(self.placement)) for a in arrays)
+
+    def product_sum(self, left, right):
+        return torch.mm(left, right).sum()
+
+
+WORKLOAD = PyTorchPeak
