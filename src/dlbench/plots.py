@@ -92,20 +92,30 @@ def loss_curves(convergence, units, path, title):
 def modes_figure(ratios, runs, path, title):
     """What each mode buys within its framework: steady throughput in the mode over the
     framework's default mode at the same point (ratio and interval; 1, dotted, is no change),
-    each label with the median compilation of both (the runs table's compile_s)."""
+    each label with the point and the median compilation of both modes there (the runs
+    table's compile_s)."""
     if "mode" not in ratios or "mode" not in runs:
         no_data(path, "no run with an execution mode")
         return
     modes = ratios[ratios["framework"].fillna("").astype(str).ne("") & ratios["mode"].isna()
                    & ratios["comparison"].astype(str).str.fullmatch(r"[\w-]+ / [\w-]+")].reset_index(drop=True)
-    compile_s = runs.groupby(["framework", "mode"])["compile_s"].median()
+    columns = list(ratios.columns)
+    keys = [k for k in columns[columns.index("framework") + 1:columns.index("ratio")] if k != "mode"]
 
     def label(row):
-        mode, default = row["comparison"].split(" / ")
-        seconds = [compile_s.get((row["framework"], m)) for m in (mode, default)]
+        where = {k: row[k] for k in keys if pd.notna(row[k])}
+        same = runs[(runs["framework"] == row["framework"])
+                    & (runs[list(where)] == pd.Series(where)).all(axis=1)] if where else runs
+        seconds = [same.loc[same["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
         spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
-        return f"{row['framework']} {row['comparison']} (compilation {spent})"
+        point = " ".join(f"{k}={plain_value(v)}" for k, v in where.items())
+        return f"{row['framework']} {row['comparison']} {point} (compilation {spent})"
 
     interval_plot(modes, pd.Series([label(row) for _, row in modes.iterrows()], dtype=str), "ratio", "ci_low",
                   "ci_high", path, title, "steady throughput, mode / the framework's default mode (interval)",
                   reference=1)
+
+
+def plain_value(value):
+    """2.0 -> 2: integer keys come back from CSVs with NaN as floats."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
