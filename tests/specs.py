@@ -22,7 +22,7 @@ DEFAULT_ROWS = {
     "chestxray-preprocess": {"library": "pillow-simd", "format": "jpeg", "repeat": 1},
     "chestxray-decode": {"library": "pillow-simd", "format": "jpeg", "workers": 0, "repeat": 1},
     "onnx": {"model": "mnist-small", "runtime": "onnxruntime", "batch": 2, "repeat": 1},
-    "peak": {"size": 128, "repeat": 1},
+    "matmul": {"size": 128, "repeat": 1},
 }
 
 

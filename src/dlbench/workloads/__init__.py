@@ -25,7 +25,7 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "peak")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul")
 
 
 def definition(workload):

@@ -2,10 +2,10 @@
 import chainer.functions as F
 
 from dlbench.frameworks import chainer as backend
-from dlbench.workloads.peak.task import Peak
+from dlbench.workloads.matmul.task import Matmul
 
 
-class ChainerPeak(Peak):
+class ChainerMatmul(Matmul):
     def on_device(self, *arrays):
         return tuple(backend.device(self.placement).send(a) for a in arrays)
 
@@ -13,4 +13,4 @@ class ChainerPeak(Peak):
         return F.sum(F.matmul(left, right)).array
 
 
-WORKLOAD = ChainerPeak
+WORKLOAD = ChainerMatmul

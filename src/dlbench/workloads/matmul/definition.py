@@ -10,7 +10,7 @@ from dlbench.sweep import RunSet, run_fields
 
 
 @dataclass(frozen=True)
-class PeakSpec(Run):
+class MatmulSpec(Run):
     size: int   # the product of two size x size float32 matrices: one step
 
     def point(self):
@@ -24,11 +24,11 @@ def runs(config, frameworks, repeats):
     """Rows {framework, size, repeat}; not Keras' frameworks: their product is their backend's."""
     return [{"framework": framework, "size": size, "repeat": repeat}
             for framework in frameworks if not FRAMEWORKS[framework].engine
-            for size in config["peak"]["sizes"] for repeat in range(1, repeats + 1)]
+            for size in config["matmul"]["sizes"] for repeat in range(1, repeats + 1)]
 
 
 def spec(config, row, threads):
-    return PeakSpec(**run_fields(config, config["peak"], "peak", row, COLUMNS, threads, batch=1), size=row["size"])
+    return MatmulSpec(**run_fields(config, config["matmul"], "matmul", row, COLUMNS, threads, batch=1), size=row["size"])
 
 
 def product_flops(spec):
@@ -37,7 +37,7 @@ def product_flops(spec):
     return 2 * spec.size ** 3
 
 
-RUN_SETS = (RunSet("peak", PeakSpec, COLUMNS, runs, spec, flops=product_flops),)
+RUN_SETS = (RunSet("matmul", MatmulSpec, COLUMNS, runs, spec, flops=product_flops),)
 FIGURES = ("peak", "mfu")
 TABLES = ("mfu",)
 TARGET = None

@@ -2,10 +2,10 @@
 import torch
 
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.peak.task import Peak
+from dlbench.workloads.matmul.task import Matmul
 
 
-class PyTorchPeak(Peak):
+class PyTorchMatmul(Matmul):
     def on_device(self, *arrays):
         return tuple(torch.from_numpy(a).to(backend.device(self.placement)) for a in arrays)
 
@@ -13,4 +13,4 @@ class PyTorchPeak(Peak):
         return torch.mm(left, right).sum()
 
 
-WORKLOAD = PyTorchPeak
+WORKLOAD = PyTorchMatmul

@@ -1,26 +1,26 @@
-# The peak workload: its runs are in rules/runs.smk (this folder's definition.py gives their grid
+# The matmul workload (the machine's peak): its runs are in rules/runs.smk (this folder's definition.py gives their grid
 # and specs); here, the figures and the model FLOP utilisation of every run set that counts its
 # FLOPs (RunSet.flops), against the best framework's peak.
-PEAK_FOLDER = Path(workflow.current_basedir)
-COUNTED_SETS = [name for name in record_sets() if name != "peak" and RUN_SETS[name][1].flops]
+MATMUL_FOLDER = Path(workflow.current_basedir)
+COUNTED_SETS = [name for name in record_sets() if name != "matmul" and RUN_SETS[name][1].flops]
 
 
-rule plot_peak:
+rule plot_matmul:
     output:
-        **figure_outputs("peak", PEAK_FOLDER / "report"),
-        mfu_table=report("results/tables/peak-mfu.csv", caption="report/mfu-table.rst", category="peak",
+        **figure_outputs("matmul", MATMUL_FOLDER / "report"),
+        mfu_table=report("results/tables/matmul-mfu.csv", caption="report/mfu-table.rst", category="matmul",
                          subcategory="tables", labels={"table": "model FLOP utilisation per point"}),
     input:
-        **table_inputs("peak", "runs", "points"),
+        **table_inputs("matmul", "runs", "points"),
         counted_runs=[f"results/tables/{name}-runs.csv" for name in COUNTED_SETS],
         counted_points=[f"results/tables/{name}-points.csv" for name in COUNTED_SETS],
-        **script_inputs(PEAK_FOLDER / "scripts" / "plot.py"),
+        **script_inputs(MATMUL_FOLDER / "scripts" / "plot.py"),
         python=env_input("report"),
     params:
         python=run_python,
         outdir=lambda wildcards, output: Path(output.peak).parent,
     log:
-        "results/logs/report/plot-peak.log",
+        "results/logs/report/plot-matmul.log",
     conda:
         str(ENVS / "report.yaml")
     shell:

@@ -1,4 +1,4 @@
-"""The peak workload, the part every framework shares: the same two float32 matrices from the
+"""The matmul workload (the machine's peak), the part every framework shares: the same two float32 matrices from the
 seed in every framework, and a step that multiplies them (the framework's module: its product
 and the sum of it, returned as the step's loss so that the device sync waits for it)."""
 import numpy as np
@@ -6,7 +6,7 @@ import numpy as np
 from dlbench.contract import WithoutModel
 
 
-class Peak(WithoutModel):
+class Matmul(WithoutModel):
     def load_data(self):
         rng = np.random.default_rng(self.spec.seed)
         size = self.spec.size

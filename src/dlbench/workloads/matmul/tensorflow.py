@@ -2,10 +2,10 @@
 import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
-from dlbench.workloads.peak.task import Peak
+from dlbench.workloads.matmul.task import Matmul
 
 
-class TensorFlowPeak(Peak):
+class TensorFlowMatmul(Matmul):
     def build_training(self):
         self.device = backend.strategy(self.placement).extended.worker_devices[0]
 
@@ -18,4 +18,4 @@ class TensorFlowPeak(Peak):
             return tf.reduce_sum(tf.linalg.matmul(left, right))
 
 
-WORKLOAD = TensorFlowPeak
+WORKLOAD = TensorFlowMatmul

@@ -39,8 +39,8 @@ def with_flops(points, runs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", required=True, help="the peak runs table")
-    parser.add_argument("--points", required=True, help="the peak points table")
+    parser.add_argument("--runs", required=True, help="the matmul runs table")
+    parser.add_argument("--points", required=True, help="the matmul points table")
     parser.add_argument("--counted-runs", nargs="*", default=[], help="runs tables of run sets that count FLOPs")
     parser.add_argument("--counted-points", nargs="*", default=[], help="their points tables, in the same order")
     parser.add_argument("--outdir", required=True, type=Path)
