@@ -75,14 +75,16 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):
 
 def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_workload():
     from dlbench.config import load_config
-    from dlbench.frameworks import FRAMEWORKS
+    from dlbench.frameworks import FRAMEWORKS, RECOMPUTING
 
     every = {name: {mode for mode, _ in framework.modes} for name, framework in FRAMEWORKS.items()}
+    # The memory-saving modes recompute DenseNet's dense layers: ChestX-ray's only
+    general = {name: modes - {RECOMPUTING.get(name)} for name, modes in every.items()}
     default = load_config(REPO / "config.yaml")
-    assert {fw: set(modes) for fw, modes in default["mnist"]["modes"].items()} == every
+    assert {fw: set(modes) for fw, modes in default["mnist"]["modes"].items()} == general
     assert all(modes == [FRAMEWORKS[fw].default_mode] for fw, modes in default["imdb"]["modes"].items())
     paper = load_config(REPO / "config.yaml", REPO / "presets" / "paper.yaml")
-    for workload in ("mnist", "chestxray"):
-        assert {fw: set(modes) for fw, modes in paper[workload]["modes"].items()} == every
+    assert {fw: set(modes) for fw, modes in paper["mnist"]["modes"].items()} == general
+    assert {fw: set(modes) for fw, modes in paper["chestxray"]["modes"].items()} == every
     assert {fw: set(modes) for fw, modes in paper["imdb"]["modes"].items()} == {
-        **every, "pytorch": every["pytorch"] - {"channels-last"}}  # an LSTM has no channels
+        **general, "pytorch": general["pytorch"] - {"channels-last"}}  # an LSTM has no channels

@@ -10,6 +10,8 @@ that the env's KERAS_BACKEND chooses.
 """
 from dataclasses import dataclass
 
+from dlbench.contract import NotApplicable
+
 EAGER, COMPILED = "eager", "compiled"   # what a mode is: op by op from Python, or a graph built once and run
 
 
@@ -39,10 +41,16 @@ FRAMEWORKS = {
     # or eager in the channels-last memory format (the CNNs); TensorFlow tf.function (graph), eager,
     # or tf.function(jit_compile=True) (XLA); MXNet hybridized (static graph) or imperative; Keras'
     # jit_compile on or off, on each backend (off: a tf.function on TensorFlow, eager on JAX and
-    # torch); JAX jit; Chainer define-by-run.
-    "pytorch": Framework("pytorch", (("eager", EAGER), ("compile", COMPILED), ("channels-last", EAGER)),
+    # torch); JAX jit; Chainer define-by-run. The memory-saving modes (RECOMPUTING) recompute
+    # activations in the backward pass instead of keeping them: PyTorch's activation checkpointing,
+    # TensorFlow's tf.recompute_grad (in a graph); they recompute DenseNet's dense layers, so only
+    # ChestX-ray has them. Not MXNet's backward mirroring: in 1.9.1 only the symbolic executor reads
+    # MXNET_BACKWARD_DO_MIRROR; a Gluon model trains through CachedOp, whose backward never mirrors.
+    "pytorch": Framework("pytorch", (("eager", EAGER), ("compile", COMPILED), ("channels-last", EAGER),
+                                     ("checkpoint", EAGER)),
                          ("ddp", "dp", "horovod"), ("ddp",)),
-    "tensorflow": Framework("tensorflow", (("graph", COMPILED), ("eager", EAGER), ("xla", COMPILED)),
+    "tensorflow": Framework("tensorflow", (("graph", COMPILED), ("eager", EAGER), ("xla", COMPILED),
+                                           ("recompute", COMPILED)),
                             ("mirrored", "multiworker", "horovod"), ("multiworker",)),
     "mxnet": Framework("mxnet", (("hybrid", COMPILED), ("imperative", EAGER)), ("kvstore",), ("kvstore",)),
     "keras-tensorflow": Framework("keras", (("no-jit", COMPILED), ("jit", COMPILED)), ("mirrored",),
@@ -53,6 +61,17 @@ FRAMEWORKS = {
     "jax": Framework("jax", (("jit", COMPILED),), ("sharding",), ("sharding",)),
     "chainer": Framework("chainer", (("eager", EAGER),), ("chainermn",)),
 }
+
+
+RECOMPUTING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # the memory-saving modes
+
+
+def check_recomputing(cls, spec):
+    """A memory-saving mode where the workload class has no dense layers to recompute
+    (cls.dense_layers: ChestX-ray's DenseNet) has no meaning: stop before anything is built."""
+    if spec.mode == RECOMPUTING.get(spec.framework) and not cls.dense_layers:
+        raise NotApplicable(f"mode {spec.mode!r} recomputes DenseNet's dense layers in the backward pass to save "
+                            f"memory (ChestX-ray's model); {spec.workload}'s model has none")
 
 
 NO_FRAMEWORK = "dlbench.no_framework"  # the backend of runs of no framework (framework None)

@@ -6,8 +6,10 @@ and "dp" (DataParallel, one process driving every GPU).
 
 Modes (a run's spec.mode, dlbench.frameworks): "eager"; "compile", torch.compile (inductor) of
 the forward and backward, the optimizer eager; "channels-last", eager with the model and its 4-D
-input batches in the channels-last (NHWC) memory format (the CNNs). wrap() applies a mode to
-the model, on_device() to the batches: the workload modules only call them.
+input batches in the channels-last (NHWC) memory format (the CNNs); "checkpoint", eager with
+activation checkpointing (torch.utils.checkpoint) of each DenseNet dense layer's bottleneck, which
+the ChestX-ray module's DenseLayer applies (WorkloadMethods.check: no other workload has one).
+wrap() applies a mode to the model, on_device() to the batches: the workload modules only call them.
 """
 import datetime
 import os
@@ -18,12 +20,12 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from dlbench.frameworks import reported
+from dlbench.frameworks import check_recomputing, reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import NotApplicable, Placement
 
-COMPILE, CHANNELS_LAST = "compile", "channels-last"
+COMPILE, CHANNELS_LAST, CHECKPOINT = "compile", "channels-last", "checkpoint"
 COMPILE_BACKEND = "inductor"  # torch.compile's default: C++/OpenMP kernels on CPUs (g++), Triton on GPUs
 
 
@@ -188,6 +190,12 @@ class WorkloadMethods:
     state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert)."""
 
     input_dtype = "float32"  # of the numpy inputs predict() receives
+    dense_layers = False  # a DenseNet's, which mode checkpoint recomputes (ChestX-ray)
+
+    @classmethod
+    def check(cls, spec, device_kind):
+        super().check(spec, device_kind)
+        check_recomputing(cls, spec)
 
     @torch.no_grad()
     def predict(self, inputs):

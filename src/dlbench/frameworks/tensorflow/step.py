@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.contract import NotApplicable
+from dlbench.frameworks import check_recomputing
 from dlbench.frameworks.tensorflow import strategy
 
 
@@ -37,6 +38,13 @@ class WorkloadMethods:
     GradientTape (self.model, self.loss_fn, self.optimizer) in the run's mode (`make_step`),
     its per-batch call (self.step), and the parameter count."""
 
+    dense_layers = False  # a DenseNet's, whose bottlenecks mode recompute recomputes (ChestX-ray)
+
+    @classmethod
+    def check(cls, spec, device_kind):
+        super().check(spec, device_kind)
+        check_recomputing(cls, spec)
+
     def gradients(self, inputs, labels):
         with tf.GradientTape() as tape:
             loss = self.loss_fn(labels, self.model(inputs, training=True))
@@ -50,13 +58,15 @@ class WorkloadMethods:
         XLA cluster runs on one device, and a MirroredStrategy step (its variables on each
         device, the gradients' cross-replica sum) does not compile ("Trying to access resource
         ... located in device CPU:1 from device CPU:0", TF's known issue), so Adam's update and
-        the gradients' all-reduce stay in the graph, in every strategy alike. Only training has
-        a mode: evaluation's inference is a tf.function in every mode.
+        the gradients' all-reduce stay in the graph, in every strategy alike; recompute, the graph
+        step with the activations of each DenseNet dense layer's bottleneck recomputed in the
+        backward pass (tf.recompute_grad, in the ChestX-ray module's `gradients`). Only training
+        has a mode: evaluation's inference is a tf.function in every mode.
 
         A layer that Keras marks as without XLA support (supports_jit: the LSTM on a GPU runs
         cuDNN's kernel, which XLA does not compile) makes xla not applicable, as Keras' own
         jit_compile turns itself off for it."""
-        if self.spec.mode not in ("graph", "eager", "xla"):
+        if self.spec.mode not in ("graph", "eager", "xla", "recompute"):
             raise ValueError(f"unknown TensorFlow mode {self.spec.mode!r}")
         unsupported = [layer.name for layer in self.model.layers if not layer.supports_jit]
         if self.spec.mode == "xla" and unsupported:

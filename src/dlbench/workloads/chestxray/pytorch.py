@@ -10,11 +10,13 @@ process, no loader.
 """
 import re
 from collections import OrderedDict
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
@@ -34,10 +36,35 @@ class DenseLayer(nn.Module):
         self.norm2 = nn.BatchNorm2d(bottleneck * growth)
         self.relu2 = nn.ReLU(inplace=True)
         self.conv2 = nn.Conv2d(bottleneck * growth, growth, kernel_size=3, stride=1, padding=1, bias=False)
+        self.checkpointed = False  # mode checkpoint (set by build_training)
+
+    def bottleneck(self, *features):
+        return self.conv1(self.relu1(self.norm1(torch.cat(features, 1))))
 
     def forward(self, features):
-        bottleneck = self.conv1(self.relu1(self.norm1(torch.cat(features, 1))))
+        if self.checkpointed and self.training and torch.is_grad_enabled():
+            # As torchvision's memory_efficient DenseNet: the concatenation, norm1 and relu1 outputs
+            # are not kept for the backward pass but recomputed from the features it keeps anyway.
+            bottleneck = checkpoint(self.bottleneck, *features, use_reentrant=False,
+                                    context_fn=lambda: (nullcontext(), self.batch_statistics_only()))
+        else:
+            bottleneck = self.bottleneck(*features)
         return self.conv2(self.relu2(self.norm2(bottleneck)))
+
+    @contextmanager
+    def batch_statistics_only(self):
+        """The recomputation normalises with the batch's statistics, as the forward pass did, but
+        does not update norm1's running statistics a second time (torchvision's does): momentum 0
+        leaves them as they are, and the batch count is put back. (Not track_running_stats=False:
+        the op would save other tensors than the forward pass did, which checkpoint refuses.)"""
+        norm = self.norm1
+        momentum, count = norm.momentum, norm.num_batches_tracked.clone()
+        norm.momentum = 0.0
+        try:
+            yield
+        finally:
+            norm.momentum = momentum
+            norm.num_batches_tracked.copy_(count)
 
 
 class DenseBlock(nn.ModuleDict):
@@ -192,6 +219,8 @@ def train_loader(paths, labels, spec, pin_memory):
 
 
 class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
+    dense_layers = True
+
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = backend.device(self.placement)
@@ -204,6 +233,9 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
         gpu = self.placement.device_kind == "gpu"
         if gpu:
             torch.backends.cudnn.benchmark = True  # fixed input size, as the study's PyTorch notebook
+        for module in self.model.modules():
+            if isinstance(module, DenseLayer):
+                module.checkpointed = self.spec.mode == backend.CHECKPOINT
         self.net = backend.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate,

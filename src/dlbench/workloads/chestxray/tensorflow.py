@@ -16,6 +16,7 @@ with steps_per_execution=1 (the old script traced a whole epoch into one graph; 
 protocol owns the loop). Evaluation makes a tf.data pipeline of its own each time: it runs
 between convergence segments, while the training dataset's iterator is open.
 """
+import contextlib
 import functools
 from pathlib import Path
 
@@ -102,7 +103,60 @@ class TrainLoader:
 
 # --- training --------------------------------------------------------------------------------------
 
+class RecomputingDenseNet:
+    """Mode recompute: the Keras DenseNet's training forward pass, layer by layer in the order
+    keras.applications built them, with each dense layer's bottleneck (conv{b}_block{l}_0_bn,
+    _0_relu, _1_conv: the concatenated features' normalisation, ReLU and 1x1 convolution) under
+    tf.recompute_grad, as PyTorch's mode checkpoint: their outputs are not kept for the backward
+    pass but recomputed from the block's features, which the concatenations keep anyway. The
+    layers are the model's, built: tf.recompute_grad watches the variables they read (it cannot
+    see variables created inside it)."""
+
+    def __init__(self, model):
+        self.steps, remaining = [], iter(model.layers[1:])  # after the InputLayer
+        self.norms = []  # the bottlenecks' BatchNormalization layers
+        for layer in remaining:
+            if layer.name.startswith("conv") and layer.name.endswith("_0_bn"):
+                relu, conv = next(remaining), next(remaining)
+                assert relu.name.endswith("_0_relu") and conv.name.endswith("_1_conv"), (relu.name, conv.name)
+                self.norms.append(layer)
+                self.steps.append(("bottleneck", tf.recompute_grad(
+                    lambda x, norm=layer, relu=relu, conv=conv: conv(relu(norm(x, training=True))))))
+            elif isinstance(layer, keras.layers.Concatenate):
+                self.steps.append(("concat", layer))
+            else:
+                self.steps.append(("layer", layer))
+
+    def __call__(self, images):
+        x = features = images
+        for kind, step in self.steps:
+            if kind == "bottleneck":
+                features, x = x, step(x)  # the dense layer's input, concatenated with its output
+            elif kind == "concat":
+                x = step([features, x])
+            else:
+                x = step(x, training=True)
+        return x
+
+    @contextlib.contextmanager
+    def recomputing(self):
+        """Around the backward pass, where the bottlenecks run again: their normalisation uses the
+        batch's statistics as in the forward pass, but momentum 1 keeps the moving statistics as
+        the forward pass left them (Keras' layer would update them a second time). Keras reads
+        the momentum when the step is traced."""
+        momenta = [norm.momentum for norm in self.norms]
+        for norm in self.norms:
+            norm.momentum = 1.0
+        try:
+            yield
+        finally:
+            for norm, momentum in zip(self.norms, momenta):
+                norm.momentum = momentum
+
+
 class TensorFlowChestXray(WorkloadMethods, ChestXray):
+    dense_layers = True
+
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = backend.strategy(self.placement)
@@ -121,6 +175,8 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.optimizer = make_adam(self.spec, self.learning_rate)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
             self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and findings
+        if self.spec.mode == "recompute":
+            self.recomputing_model = RecomputingDenseNet(self.model)
         if self.spec.input == "real":
             self.loader = TrainLoader(self)
         else:  # the input pipeline's copy in host memory, as MNIST keeps its data
@@ -128,6 +184,15 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
         self.step = self.make_step()
+
+    def gradients(self, inputs, labels):
+        if self.spec.mode != "recompute":
+            return super().gradients(inputs, labels)
+        model = self.recomputing_model
+        with tf.GradientTape() as tape:
+            loss = self.loss_fn(labels, model(inputs))
+        with model.recomputing():
+            return loss, tape.gradient(loss, self.model.trainable_variables)
 
     def batches(self, order, epochs):
         if self.spec.input == "real":
