@@ -119,7 +119,8 @@ def summarise(segments, units):
     compilation; the last loss and metric.
 
     Compilation (`compile_s`) is what the blocks before the first steady unit took beyond the
-    same steps at the steady seconds per step (evaluations apart): tracing, compiling,
+    same steps at the steady seconds per step (a block's time leaves out its evaluation, timed
+    apart): tracing, compiling,
     autotuning and allocator growth, measured the same way in every framework and mode. It is
     a difference of two timings, so near 0 it is noise, and may be below 0."""
     steady = [u for u in units if u["kind"] == "steady"]
@@ -128,8 +129,7 @@ def summarise(segments, units):
     before = blocks[:blocks.index(steady[0])] if steady else []
     return {
         "first_segment_s": segments[0]["wall_s"] if segments else None,
-        "compile_s": (sum(b["wall_s"] - b.get("eval_s", 0) - b["steps"] * per_step for b in before)
-                      if steady else None),
+        "compile_s": sum(b["wall_s"] - b["steps"] * per_step for b in before) if steady else None,
         "steady_units": len(steady),
         "steady_steps": sum(u["steps"] for u in steady),
         "steady_unit_s": float(np.median([u["wall_s"] for u in steady])) if steady else None,
