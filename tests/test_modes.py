@@ -52,3 +52,16 @@ def test_every_mode_trains_the_smoke_config_with_falling_loss(framework, mode, w
     losses = [block["loss"] for block in record["segments"] + record["units"]]
     assert losses[-1] < losses[0], losses
     assert record["summary"]["compile_s"] is not None and record["summary"]["samples_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_keras_records_the_jit_compile_it_resolved_and_refuses_xla_under_mirrored(smoke_data, tmp_path):
+    for framework, mode in (("keras-jax", "no-jit"), ("keras-tensorflow", "jit")):
+        record = train("mnist", framework, mode, smoke_data, tmp_path / f"{framework}.json")
+        assert record["status"] == "ok" and record["extra"]["jit_compile"] is (mode == "jit")
+    spec = smoke_spec("mnist", "keras-tensorflow", mode="jit", devices=2, strategy="mirrored")
+    out = tmp_path / "mirrored.json"
+    subprocess.run([venv_python("keras-tensorflow"), "-m", "dlbench.harness", "--spec", spec_to_json(spec), "--out",
+                    str(out)], cwd=smoke_data, capture_output=True, text=True, check=False)
+    (record,) = load_records([out])
+    assert record["status"] == "not_applicable" and "jit_compile" in record["error"], record["error"]
