@@ -48,7 +48,8 @@ def main():
     epochs["epoch"] = epochs["segment"].map({1: "first", 2: "second"})
     grid = sns.catplot(data=epochs.sort_values(["framework", "devices"]), y="run", x="wall_s", hue="epoch",
                        col="model", col_order=models, kind="bar", errorbar="sd", sharex=False, sharey=False,
-                       height=3.5, aspect=1.3)
+                       height=max(3.5, 0.3 * epochs["run"].nunique()), aspect=1.3,
+                       legend_out=False)  # outside, long run names leave it no room
     grid.set(xlabel="epoch wall time (s)", ylabel="")
     save(grid, args.outdir / "first-vs-second-epoch.png", with_numerics("MNIST first vs second epoch", runs))
 
