@@ -231,7 +231,7 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
         assert set(unsuccessful["status"]) <= {"not_applicable"}
         assert runs.loc[runs["status"] == "ok", "parameters"].gt(0).all()
     # sparse gradients in every framework but PyTorch, at 2 worker counts
-    assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 2 * (len(FRAMEWORKS) - 1)
+    assert len(pd.read_csv(tables / "imdb-unsuccessful-runs.csv")) == 2 * (len(FRAMEWORKS) - 1) + 2  # MXNet's 2nd mode
     # statistics per point, ratios with intervals, and the headline table the report opens with
     points = pd.read_csv(tables / "mnist-points.csv")
     assert len(points) == len(pd.read_csv(tables / "mnist-runs.csv").query("status == 'ok'"))  # 1 repeat each
@@ -318,8 +318,9 @@ def test_a_setting_reruns_the_runs_that_use_it_and_what_reads_them(finished, tmp
     counts = job_counts(out)
     assert counts["aggregate"] == len(workloads) + 1
     assert counts.get("onnx_export") == (1 if model else None)
+    # plot_matmul: every training point's utilisation
     assert set(counts) - {"onnx_export"} == {"train", "aggregate", *(f"plot_{w}" for w in workloads[:1]), "plot_onnx",
-                                             "headline", "all"}
+                                             "plot_matmul", "headline", "all"}
 
 
 @pytest.mark.slow
@@ -328,7 +329,8 @@ def test_a_framework_module_reruns_that_framework_s_runs_of_that_workload(finish
         out = dry_run(finished)
     planned = all_runs(finished, "mnist", "tensorflow")
     assert planned_runs(out) == planned
-    assert job_counts(out) == {"train": len(planned), "aggregate": 1, "plot_mnist": 1, "headline": 1, "all": 1}
+    assert job_counts(out) == {"train": len(planned), "aggregate": 1, "plot_mnist": 1, "plot_matmul": 1, "headline": 1,
+                               "all": 1}
 
 
 @pytest.mark.slow
@@ -349,7 +351,9 @@ def test_a_framework_backend_reruns_the_runs_that_use_it(finished, backend, fram
     with edited(finished / "src" / "dlbench" / "frameworks" / backend / "__init__.py"):
         out = dry_run(finished)
     planned = planned_runs(out)
-    assert planned == sorted(p for w in SMOKE_RECORDS for name in frameworks for p in all_runs(finished, w, name))
+    # and the backend's matrix product (the matmul workload)
+    assert planned == sorted(p for w in (*SMOKE_RECORDS, "matmul") for name in frameworks
+                             for p in all_runs(finished, w, name))
 
 
 @pytest.mark.slow
@@ -383,8 +387,8 @@ def test_the_shared_harness_reruns_every_run(finished):
 @pytest.mark.slow
 @pytest.mark.parametrize("code, expected", [
     ("src/dlbench/workloads/imdb/scripts/plot.py", {"plot_imdb": 1, "all": 1}),
-    ("src/dlbench/tables.py", {"aggregate": 7, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "plot_onnx": 1,
-                               "headline": 1, "all": 1}),
+    ("src/dlbench/tables.py", {"aggregate": 8, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "plot_onnx": 1,
+                               "plot_matmul": 1, "headline": 1, "all": 1}),
 ])
 def test_report_code_reruns_only_tables_and_figures(finished, code, expected):
     with edited(finished / code):
@@ -395,10 +399,11 @@ def test_report_code_reruns_only_tables_and_figures(finished, code, expected):
 def test_editing_an_env_file_reruns_only_the_jobs_that_use_it(finished):
     with edited(finished / "envs" / "mxnet.yaml"):
         out = dry_run(finished)
-    # MXNet's training runs, and the exported models in MXNet's importer
+    # MXNet's training runs, the exported models in MXNet's importer, and MXNet's matrix product
     mxnet_runs = sum(counts["mxnet"] for counts in SMOKE_RECORDS.values())
-    assert job_counts(out) == {"build_venv": 1, "train": mxnet_runs + 3, "aggregate": 5, "plot_mnist": 1, "plot_imdb": 1,
-                               "plot_chestxray": 1, "plot_onnx": 1, "headline": 1, "all": 1}
+    assert job_counts(out) == {"build_venv": 1, "train": mxnet_runs + 3 + 1, "aggregate": 6, "plot_mnist": 1,
+                               "plot_imdb": 1, "plot_chestxray": 1, "plot_onnx": 1, "plot_matmul": 1, "headline": 1,
+                               "all": 1}
     assert all("/mxnet/" in path for path in planned_runs(out))
 
 
@@ -424,7 +429,7 @@ def test_a_failed_run_is_planned_again_and_only_it(finished):
         path.write_bytes(original)
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert planned_runs(out) == [str(path.relative_to(finished))]
-    assert job_counts(out) == {"train": 1, "aggregate": 1, "plot_imdb": 1, "headline": 1, "all": 1}
+    assert job_counts(out) == {"train": 1, "aggregate": 1, "plot_imdb": 1, "plot_matmul": 1, "headline": 1, "all": 1}
 
 
 @pytest.mark.slow
