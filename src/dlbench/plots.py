@@ -3,6 +3,8 @@ import matplotlib.pyplot as plt  # Agg by itself where there is no display
 import pandas as pd
 import seaborn as sns
 
+from dlbench.stats import plain
+
 sns.set_theme(style="whitegrid", context="paper")
 
 
@@ -108,14 +110,9 @@ def modes_figure(ratios, runs, path, title):
                     & (runs[list(where)] == pd.Series(where)).all(axis=1)] if where else runs
         seconds = [same.loc[same["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
         spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
-        point = " ".join(f"{k}={plain_value(v)}" for k, v in where.items())
+        point = " ".join(f"{k}={plain(v)}" for k, v in where.items())
         return f"{row['framework']} {row['comparison']} {point} (compilation {spent})"
 
     interval_plot(modes, pd.Series([label(row) for _, row in modes.iterrows()], dtype=str), "ratio", "ci_low",
                   "ci_high", path, title, "steady throughput, mode / the framework's default mode (interval)",
                   reference=1)
-
-
-def plain_value(value):
-    """2.0 -> 2: integer keys come back from CSVs with NaN as floats."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
