@@ -44,6 +44,8 @@ class Stopped(Exception):
 
 STDERR_TAIL_LINES = 40
 SAMPLE_INTERVAL_S = 0.5
+OVER_LIMIT = "over the memory limit"  # in the error of a run killed by its limit
+LIMIT_INTERVAL_S = 0.05  # under a memory limit: what a tree can allocate in this time is over it
 
 
 def _forward(stream, tail):
@@ -52,9 +54,10 @@ def _forward(stream, tail):
         tail.append(line.rstrip("\n"))
 
 
-def train_in_child(spec, workdir):
+def train_in_child(spec, workdir, memory_limit_mb=None):
     """Run the training process; return (its results, {} if none, with the nodes it ran on; its exit
-    code; its last stderr lines; utilisation samples)."""
+    code; its last stderr lines; utilisation samples). With memory_limit_mb, a process tree whose
+    RSS exceeds it is killed (checked every LIMIT_INTERVAL_S)."""
     spec_path, result_path = Path(workdir) / "spec.json", Path(workdir) / "result.json"
     spec_path.write_text(json.dumps(spec))
     cmd = [sys.executable, "-m", "dlbench.protocol", str(spec_path), str(result_path)]
@@ -69,7 +72,9 @@ def train_in_child(spec, workdir):
                             env={**os.environ, **caches})
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
-    sampler = UtilisationSampler(proc.pid, SAMPLE_INTERVAL_S)
+    limit = memory_limit_mb * 2 ** 20 if memory_limit_mb else None
+    sampler = UtilisationSampler(proc.pid, LIMIT_INTERVAL_S if limit else SAMPLE_INTERVAL_S, limit,
+                                 on_limit=lambda: kill_group(proc.pid))
     sampler.start()
     try:
         code = proc.wait(timeout=spec["timeout_s"])
@@ -82,6 +87,9 @@ def train_in_child(spec, workdir):
     reader.join(timeout=10)
     if code is None:
         tail.append(f"killed: still running after the timeout of {spec['timeout_s']} s")
+    elif sampler.exceeded_bytes:
+        tail.append(f"killed: its processes' RSS reached {sampler.exceeded_bytes / 2 ** 20:.0f} MiB, "
+                    f"{OVER_LIMIT} of {memory_limit_mb} MiB")
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     result["nodes"] = nodes.read_node_files(result_path, spec["nodes"])  # what each node's process was
     return result, code, list(tail), utilisation
@@ -109,6 +117,7 @@ def main():
     parser.add_argument("--out", required=True, help="the record to write")
     parser.add_argument("--lock", help="hold an exclusive lock on PATH-<host>.lock for the whole run")
     parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
+    parser.add_argument("--memory-limit-mb", type=int, help="kill the run when its processes' RSS exceeds this")
     args = parser.parse_args()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _stop)
@@ -122,7 +131,7 @@ def main():
         t0 = time.perf_counter()
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=TEMPORARY_PREFIX, dir=Path(args.out).parent) as workdir:
-            result, code, tail, utilisation = train_in_child(spec, workdir)
+            result, code, tail, utilisation = train_in_child(spec, workdir, args.memory_limit_mb)
         record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation,
                              args.attempt)
         write_json(args.out, record)

@@ -29,12 +29,15 @@ EARLY_S, EARLY_INTERVAL_S = 1.0, 0.05  # the first second, sampled every 50 ms
 class UtilisationSampler(threading.Thread):
     """Samples every `interval_s` until stopped: machine CPU %, memory (PSS) of the process tree of
     `pid`, per GPU its utilisation % and memory in use, and the GPU memory of the tree's
-    processes (the same measure for every framework)."""
+    processes (the same measure for every framework). With `limit_bytes`, a tree whose RSS
+    exceeds it is killed (`on_limit`) and `exceeded_bytes` says what it reached: a memory limit
+    as a device's memory is one, which a run on this machine does not otherwise have."""
 
-    def __init__(self, pid, interval_s):
+    def __init__(self, pid, interval_s, limit_bytes=None, on_limit=None):
         super().__init__(daemon=True)
         self.process = psutil.Process(pid)
         self.interval_s = interval_s
+        self.limit_bytes, self.on_limit, self.exceeded_bytes = limit_bytes, on_limit, None
         self.samples = {"t_s": [], "cpu_percent": [], "pss_bytes": [], "gpu_percent": [], "gpu_memory_bytes": [],
                         "gpu_process_bytes": []}
         self._halt = threading.Event()
@@ -54,6 +57,19 @@ class UtilisationSampler(threading.Thread):
                 pass
         return total
 
+    def _over_limit(self, tree):
+        rss = 0
+        for proc in tree:
+            try:
+                rss += proc.memory_info().rss
+            except psutil.Error:
+                pass
+        if rss <= self.limit_bytes:
+            return False
+        self.exceeded_bytes = rss
+        self.on_limit()
+        return True
+
     def run(self):
         start = time.monotonic()
         psutil.cpu_percent(interval=None)  # the first reading only sets the baseline
@@ -61,6 +77,8 @@ class UtilisationSampler(threading.Thread):
             elapsed = time.monotonic() - start
             try:
                 tree = self._tree()
+                if self.limit_bytes and self._over_limit(tree):
+                    break
                 pss = self._pss(tree)
             except psutil.Error:  # the run has ended
                 break

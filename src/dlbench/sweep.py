@@ -26,6 +26,10 @@ class RunSet:
     subject: str = "framework"   # what its runs compare (a row's key): records in results/runs/<name>/<its value>/
     environment: Callable | None = None    # spec -> the env a run runs in; None: the framework's, envs/<framework>.yaml
     flops: Callable | None = None          # spec -> FLOPs of one training sample (dlbench.flops); None: not counted
+    runs_as: str | None = None   # the run set whose framework modules and initial weights its runs share (the
+                                 # memory pass runs the training's); None: its own
+    timed: bool = True           # its throughput is a measurement (the headline has its ratios); the memory
+                                 # pass's runs take a few steps, their time is not one
 
     def env(self, spec):
         return spec.framework if self.environment is None else self.environment(spec)

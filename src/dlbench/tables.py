@@ -83,6 +83,7 @@ def run_row(record):
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     counted = run_set(record["workload"])
     sample_flops = counted.flops(spec_from_dict(spec)) if counted and counted.flops and record["status"] == "ok" else None
+    nodes_peak = memory["node_peak_rss_bytes"]
     return {
         **_base(record),
         "error": _short_error(record["error"]),
@@ -119,6 +120,8 @@ def run_row(record):
         "parameters": record["parameters"],
         "initial_weights_sha256": (record.get("initial_weights") or {}).get("sha256"),
         "peak_pss_bytes": memory["peak_pss_bytes"],
+        # the training processes' own high-water marks (ru_maxrss, exact), summed over the run's nodes
+        "peak_rss_bytes": None if not nodes_peak or None in nodes_peak else sum(nodes_peak),
         "gpu_process_peak_bytes": memory["gpu_process_peak_bytes"],
         **{f"gpu_allocator_peak {name}": value for name, value in memory["gpu_allocator_peak"].items()},
         "train_limit": data.get("train_limit"),
@@ -265,7 +268,7 @@ def tables(records, target=None):
         runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
     integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes",
-                       "gpu_process_peak_bytes", "train_limit", "sample_flops"]
+                       "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit", "sample_flops"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])
     order = ["framework", *run_keys(records)]

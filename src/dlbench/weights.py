@@ -75,8 +75,10 @@ class Draw:
 def generator(spec):
     """The generator of a spec's initial weights: from the seed, the workload and the model's
     hyperparameters (nothing else of the spec, so that every framework and sweep point of the
-    same model starts alike)."""
-    key = json.dumps([spec.workload, dataclasses.asdict(spec.model)], sort_keys=True)
+    same model starts alike; the memory pass's runs as their training's)."""
+    from dlbench.workloads import runs_as
+
+    key = json.dumps([runs_as(spec.workload), dataclasses.asdict(spec.model)], sort_keys=True)
     words = np.frombuffer(hashlib.sha256(key.encode()).digest(), dtype=np.uint32)
     return np.random.default_rng([spec.seed, *words.tolist()])
 

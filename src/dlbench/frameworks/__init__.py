@@ -89,9 +89,11 @@ def backend_modules(framework):
 
 def workload_module(workload, framework):
     """The module of a framework's runs of a run set (dlbench.sweep.RunSet: a-b is the package
-    a.b); of a run set of no framework, its task.py."""
+    a.b, or that of the run set it runs as); of a run set of no framework, its task.py."""
+    from dlbench.workloads import runs_as
+
     module = "task" if framework is None else FRAMEWORKS[framework].module
-    return f"dlbench.workloads.{workload.replace('-', '.')}.{module}"
+    return f"dlbench.workloads.{runs_as(workload).replace('-', '.')}.{module}"
 
 
 def reported(read):

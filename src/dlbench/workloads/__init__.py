@@ -25,7 +25,7 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory")
 
 
 def definition(workload):
@@ -42,3 +42,9 @@ def run_set(name):
     """The RunSet named `name` (a spec's workload), or None."""
     found = run_sets().get(name)
     return found[1] if found else None
+
+
+def runs_as(name):
+    """The run set whose modules and initial weights the runs of run set `name` share (RunSet.runs_as)."""
+    found = run_set(name)
+    return found.runs_as if found and found.runs_as else name

@@ -49,6 +49,8 @@ class ChestXray(Workload):
         self.train_paths, self.train_labels = split_files(data.labels, data.images, "train")
         self.n_train = len(self.train_paths)
         if self.spec.input == "synthetic":
+            # at least one global batch of tensors, whatever the subset (the memory pass's large batches)
+            self.n_train = max(self.n_train, self.spec.global_batch)
             self.synthetic_images, self.synthetic_labels = synthetic_set(self.n_train, self.spec.seed, data.crop)
         if self.placement.rank == 0:
             self.eval_files = {split: split_files(data.labels, data.images, split) for split in ("valid", "test")}

@@ -1,0 +1,124 @@
+"""The memory pass, apart from the timing runs (as TorchBench measures memory): each training
+workload's model in every framework and mode, at the batches of memory.batches, trained for a
+few steps in a process of its own, its peak memory read from the kernel (the training
+process's ru_maxrss, its high-water mark: exact, not sampled) and the process tree's sampled
+PSS; and, for DenseNet-121, the largest batch that fits memory.largest_batch.limit_mb in each
+framework and mode (rules.smk: a search, each batch tried in a run of its own). What the
+workflow knows of it; dlbench.workloads says what a definition holds.
+
+A memory run is its workload's training run (the same spec type, modules, initial weights and
+data; the run set <workload>-memory runs as <workload>) with the memory pass's batch and steps:
+its units are memory.steps steps each (one calibration, one warm-up, one steady unit), their
+time is not a measurement (RunSet.timed)."""
+import dataclasses
+
+from dlbench.config import ConfigError
+from dlbench.specs import Convergence, Measure
+from dlbench.sweep import RunSet, run_id
+from dlbench.workloads import definition
+
+MEASURED = ("mnist", "imdb", "chestxray")   # the training workloads it can measure
+
+
+def measured(config):
+    """The training workloads the memory pass measures: memory.workloads, or the configured ones of MEASURED."""
+    chosen = config["memory"]["workloads"]
+    return chosen if chosen is not None else [w for w in MEASURED if w in config["workloads"]]
+
+
+def training(workload):
+    """The training run set of a workload (its first)."""
+    return definition(workload).RUN_SETS[0]
+
+
+def columns(workload):
+    return (*(c for c in training(workload).columns if c not in ("batch", "repeat")), "batch", "repeat")
+
+
+def first_points(config, workload, frameworks):
+    """Each framework's and mode's first single-device row of the workload's grid (repeat 1)."""
+    found = {}
+    for row in training(workload).rows(config, frameworks, 1):
+        if row.get("devices", 1) == 1 and row.get("nodes", 1) == 1:
+            found.setdefault((row["framework"], row.get("mode")), row)
+    return list(found.values())
+
+
+def memory_rows(workload):
+    def rows(config, frameworks, repeats):
+        memory = config["memory"]
+        if workload not in measured(config):
+            return []
+        return [{**row, "batch": batch, "repeat": repeat}
+                for row in first_points(config, workload, frameworks)
+                for batch in memory["batches"][workload]
+                for repeat in range(1, memory["repeats"] + 1)]
+    return rows
+
+
+def memory_measure(steps):
+    """Three units of `steps` steps: calibration (no minimum time), one warm-up, one steady."""
+    return Measure(min_unit_seconds=0.0, min_unit_steps=steps, max_unit_steps=steps, warmup_tolerance=1.0,
+                   max_warmup_units=1, steady_units=1)
+
+
+def as_memory_run(spec, name, row, config, batch):
+    """A training spec as a memory run of run set `name`: its batch, the memory pass's steps and
+    timeout, no convergence segments."""
+    memory = config["memory"]
+    return dataclasses.replace(spec, workload=name, run_id=run_id(row, columns(name.removesuffix("-memory"))),
+                               repeat=row["repeat"], batch=batch, measure=memory_measure(memory["steps"]),
+                               convergence=Convergence(steps=0, eval_every=1),
+                               timeout_s=float(memory["timeout_minutes"] * 60))
+
+
+def memory_spec(workload):
+    def build(config, row, threads):
+        base = training(workload).build(config, {**row, "repeat": 1}, threads)
+        return as_memory_run(base, f"{workload}-memory", row, config, row["batch"])
+    return build
+
+
+def memory_run_set(workload):
+    trained = training(workload)
+    return RunSet(f"{workload}-memory", trained.spec_type, columns(workload), memory_rows(workload),
+                  memory_spec(workload), trained.draw_weights, runs_as=workload, timed=False)
+
+
+def search_template(config, framework, mode, threads):
+    """The spec the largest-batch search varies (batch 1): the framework's and mode's ChestX-ray
+    point with DenseNet of memory.largest_batch.blocks (DenseNet-121); None where the framework
+    has no such ChestX-ray point."""
+    from dlbench.workloads.chestxray.definition import densenet
+
+    rows = [row for row in first_points(config, "chestxray", [framework]) if row.get("mode") == mode]
+    if not rows:
+        return None
+    spec = memory_spec("chestxray")(config, {**rows[0], "batch": 1}, threads)
+    # the search names each batch it tries: mode~<mode>_batch~<batch>
+    return dataclasses.replace(spec, model=densenet(config["memory"]["largest_batch"]["blocks"]),
+                               run_id=run_id({"mode": mode}, ("mode",)))
+
+
+def searches(config, frameworks):
+    """(framework, mode) of every largest-batch search: each framework's ChestX-ray modes."""
+    if "chestxray" not in measured(config):
+        return []
+    return [(framework, mode) for framework in frameworks for mode in config["chestxray"]["modes"][framework]]
+
+
+RUN_SETS = tuple(memory_run_set(workload) for workload in MEASURED)
+FIGURES = ("peak-memory", "largest-batch")
+TABLES = ("peaks", "largest-batch", "saving")
+TARGET = None
+
+
+def check(config):
+    """Every measured workload is a configured one, with its batches."""
+    memory = config["memory"]
+    for workload in measured(config):
+        if workload not in config["workloads"]:
+            raise ConfigError(f"config memory.workloads: {workload} is not in workloads {config['workloads']}: "
+                              "its data and model would not be prepared")
+        if not memory["batches"].get(workload):
+            raise ConfigError(f"config memory.batches.{workload}: no batch to measure {workload} at")

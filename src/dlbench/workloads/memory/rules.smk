@@ -1,0 +1,83 @@
+# The memory pass: its runs (each measured workload's model at memory.batches) are rules/runs.smk's
+# (this folder's definition.py gives their grid and specs); here, DenseNet-121's largest batch
+# under memory.largest_batch.limit_mb per framework and mode (a search, each batch a run of its
+# own), and the pass's tables and figures.
+from dlbench.workloads.memory.definition import measured as memory_measured, search_template, searches
+
+MEMORY = config["memory"]
+MEMORY_FOLDER = Path(workflow.current_basedir)
+MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in WORKLOADS else []
+MEMORY_TEMPLATES = {(framework, mode): search_template(config, framework, mode, THREADS)
+                    for framework, mode in MEMORY_SEARCHES}
+MEMORY_SETS = [f"{workload}-memory" for workload in memory_measured(config)] if "memory" in WORKLOADS else []
+TIMED_CHESTXRAY = ["results/tables/chestxray-points.csv"] if "chestxray" in WORKLOADS else []
+
+
+def search_summary(framework, mode):
+    return f"results/memory/largest-batch/{framework}/mode~{mode}.json"
+
+
+def search_inputs(wildcards):
+    template = MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]
+    return {**script_inputs(MEMORY_FOLDER / "scripts" / "largest_batch.py"), "data": spec_data(template),
+            "code": run_code(template), "python": env_input(template.framework)}
+
+
+rule largest_batch:
+    output:
+        summary=search_summary("{framework}", "{mode}"),
+        trials=directory("results/memory/largest-batch/{framework}/mode~{mode}"),
+    input:
+        unpack(search_inputs),
+    params:
+        python=run_python,
+        spec=lambda wildcards: spec_to_json(MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]),
+        limit_mb=MEMORY["largest_batch"]["limit_mb"],
+        max_batch=MEMORY["largest_batch"]["max_batch"],
+        max_trials=MEMORY["largest_batch"]["max_trials"],
+        lock=TRAINING_LOCK,
+    wildcard_constraints:
+        framework="|".join(map(re.escape, FRAMEWORKS)),
+        mode="[a-z-]+",
+    threads: workflow.cores
+    resources:
+        training=1,  # its runs train: never beside a timed run
+        mem_mb=lambda wildcards: MEMORY["largest_batch"]["limit_mb"] * 2,
+        runtime=MEMORY["timeout_minutes"] * MEMORY["largest_batch"]["max_trials"],
+    log:
+        "results/logs/memory/largest-batch-{framework}-{mode}.log",
+    conda:
+        lambda wildcards: str(ENVS / f"{wildcards.framework}.yaml")
+    shell:
+        "{params.python:q} {input.script:q} --spec {params.spec:q} --limit-mb {params.limit_mb}"
+        " --max-batch {params.max_batch} --max-trials {params.max_trials} --trials {output.trials:q}"
+        " --lock {params.lock:q} --out {output.summary:q} > {log:q} 2>&1"
+
+
+rule plot_memory:
+    output:
+        **figure_outputs("memory", MEMORY_FOLDER / "report"),
+        peaks=report("results/tables/memory-peaks.csv", caption="report/peaks-table.rst", category="memory",
+                     subcategory="tables", labels={"table": "peak memory per point"}),
+        largest=report("results/tables/memory-largest-batch.csv", caption="report/largest-batch-table.rst",
+                       category="memory", subcategory="tables", labels={"table": "largest batch under the limit"}),
+        saving=report("results/tables/memory-saving.csv", caption="report/saving-table.rst", category="memory",
+                      subcategory="tables", labels={"table": "memory-saving modes"}),
+    input:
+        runs=[f"results/tables/{name}-runs.csv" for name in MEMORY_SETS],
+        searches=[search_summary(framework, mode) for framework, mode in MEMORY_SEARCHES],
+        timed=TIMED_CHESTXRAY,
+        **script_inputs(MEMORY_FOLDER / "scripts" / "plot.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        outdir=lambda wildcards, output: Path(output.peak_memory).parent,
+        limit_mb=MEMORY["largest_batch"]["limit_mb"],
+    log:
+        "results/logs/report/plot-memory.log",
+    conda:
+        str(ENVS / "report.yaml")
+    shell:
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --searches {input.searches:q}"
+        " --timed {input.timed:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
+        " --peaks {output.peaks:q} --largest {output.largest:q} --saving {output.saving:q} > {log:q} 2>&1"

@@ -1,0 +1,143 @@
+"""The memory pass's tables and figures: peak memory per framework, workload, mode and batch (the
+training process's ru_maxrss, and the process tree's sampled PSS), the memory a sample adds
+(the line between the smallest and largest batch), DenseNet-121's largest batch under the limit
+per framework and mode, and what the memory-saving modes save against the throughput their
+timed runs lose."""
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+
+from dlbench.plots import no_data, save
+
+MIB = 2 ** 20
+SAVING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # dlbench.frameworks.RECOMPUTING (report env)
+
+
+def batch_of(run_id):
+    return int(re.search(r"(?:^|_)batch~(\d+)", run_id).group(1))
+
+
+def peaks(runs):
+    """One row per point: the median over repeats of each run's peak RSS and PSS (MiB), their range."""
+    ok = runs[runs["status"] == "ok"].copy()
+    columns = ["workload", "framework", "mode", "batch", "repeats", "peak_rss_mib", "peak_rss_min_mib",
+               "peak_rss_max_mib", "peak_pss_mib", "parameters", "mib_per_sample"]
+    if ok.empty:
+        return pd.DataFrame(columns=columns)
+    ok["workload"] = ok["workload"].str.removesuffix("-memory")
+    ok["batch"] = ok["run_id"].map(batch_of)
+    ok["rss"], ok["pss"] = ok["peak_rss_bytes"] / MIB, ok["peak_pss_bytes"] / MIB
+    keys = ["workload", "framework", "mode", "batch"]
+    table = ok.groupby(keys, dropna=False).agg(
+        repeats=("rss", "size"), peak_rss_mib=("rss", "median"), peak_rss_min_mib=("rss", "min"),
+        peak_rss_max_mib=("rss", "max"), peak_pss_mib=("pss", "median"), parameters=("parameters", "first"),
+    ).reset_index()
+
+    def per_sample(group):  # the line between the smallest and the largest batch measured
+        first, last = group.iloc[0], group.iloc[-1]
+        slope = (last["peak_rss_mib"] - first["peak_rss_mib"]) / (last["batch"] - first["batch"]) \
+            if last["batch"] > first["batch"] else float("nan")
+        return pd.Series(slope, index=group.index)
+
+    table = table.sort_values(keys, ignore_index=True)
+    table["mib_per_sample"] = table.groupby(keys[:3], dropna=False, group_keys=False)[["batch", "peak_rss_mib"]] \
+        .apply(per_sample)
+    return table[columns]
+
+
+def largest(summaries):
+    rows = []
+    for path in summaries:
+        s = json.loads(Path(path).read_text())
+        blocks = s["model"]["blocks"]
+        rows.append({"framework": s["framework"], "mode": s["mode"],
+                     "model": f"DenseNet-{2 * sum(blocks) + len(blocks) + 1}", "limit_mb": s["limit_mb"],
+                     "status": s["status"], "largest_batch": s["largest_batch"], "capped": s["capped"],
+                     "complete": s["complete"],
+                     "peak_rss_mib": None if s["peak_rss_bytes"] is None else s["peak_rss_bytes"] / MIB,
+                     "trials": " ".join(f"{t['batch']}:{'fits' if t['fits'] else 'over'}" for t in s["trials"]),
+                     "reason": s["reason"]})
+    return pd.DataFrame(rows, columns=["framework", "mode", "model", "limit_mb", "status", "largest_batch", "capped",
+                                       "complete", "peak_rss_mib", "trials", "reason"])
+
+
+def saving(peak_table, largest_table, timed):
+    """Each memory-saving mode against its framework's default mode: peak RSS at each batch of
+    ChestX-ray's memory runs, the largest batch under the limit, the timed runs' throughput."""
+    rows = []
+    chest = peak_table[peak_table["workload"] == "chestxray"]
+    for framework, mode in SAVING.items():
+        modes = set(chest.loc[chest["framework"] == framework, "mode"])
+        if mode not in modes:
+            continue
+        default = next(m for m in chest.loc[chest["framework"] == framework, "mode"] if m != mode)
+        mine = chest[(chest["framework"] == framework)]
+        for batch, group in mine.groupby("batch"):
+            by_mode = group.set_index("mode")["peak_rss_mib"]
+            if mode not in by_mode or default not in by_mode:
+                continue
+            row = {"framework": framework, "mode": mode, "default_mode": default, "batch": batch,
+                   "peak_rss_mib": by_mode[mode], "default_peak_rss_mib": by_mode[default],
+                   "saved_mib": by_mode[default] - by_mode[mode],
+                   "saved_fraction": (by_mode[default] - by_mode[mode]) / by_mode[default]}
+            for label, m in (("", mode), ("default_", default)):
+                found = largest_table[(largest_table["framework"] == framework) & (largest_table["mode"] == m)]
+                row[f"{label}largest_batch"] = found["largest_batch"].iloc[0] if len(found) else None
+                speed = timed[(timed["framework"] == framework) & (timed["mode"] == m)] if len(timed) else timed
+                row[f"{label}samples_per_s"] = speed["median"].iloc[0] if len(speed) else None
+                row[f"{label}samples_per_s_ci"] = (f"{speed['ci_low'].iloc[0]:.4g}-{speed['ci_high'].iloc[0]:.4g}"
+                                                   if len(speed) and pd.notna(speed["ci_low"].iloc[0]) else None)
+            row["throughput_lost_fraction"] = (1 - row["samples_per_s"] / row["default_samples_per_s"]
+                                               if row["samples_per_s"] and row["default_samples_per_s"] else None)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[
+        "framework", "mode", "default_mode", "batch", "peak_rss_mib", "default_peak_rss_mib", "saved_mib",
+        "saved_fraction", "largest_batch", "samples_per_s", "samples_per_s_ci", "default_largest_batch",
+        "default_samples_per_s", "default_samples_per_s_ci", "throughput_lost_fraction"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", nargs="*", default=[], help="the memory run sets' runs tables")
+    parser.add_argument("--searches", nargs="*", default=[], help="the largest-batch searches' summaries")
+    parser.add_argument("--timed", nargs="*", default=[], help="ChestX-ray's points table (the timed runs)")
+    parser.add_argument("--limit-mb", type=int, required=True)
+    parser.add_argument("--outdir", required=True, type=Path)
+    parser.add_argument("--peaks", required=True, type=Path)
+    parser.add_argument("--largest", required=True, type=Path)
+    parser.add_argument("--saving", required=True, type=Path)
+    args = parser.parse_args()
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    runs = [frame for frame in map(pd.read_csv, args.runs) if len(frame)]
+    peak_table = peaks(pd.concat(runs, ignore_index=True)) if runs else peaks(pd.DataFrame(columns=["status"]))
+    largest_table = largest(args.searches)
+    timed = pd.concat(map(pd.read_csv, args.timed), ignore_index=True) if args.timed else pd.DataFrame()
+    peak_table.to_csv(args.peaks, index=False)
+    largest_table.to_csv(args.largest, index=False)
+    saving(peak_table, largest_table, timed).to_csv(args.saving, index=False)
+
+    if peak_table.empty:
+        no_data(args.outdir / "peak-memory.png", "no successful memory run")
+    else:
+        frame = peak_table.assign(run=peak_table["framework"] + " (" + peak_table["mode"].astype(str) + ")")
+        grid = sns.catplot(frame, kind="bar", x="peak_rss_mib", y="run", hue="batch", col="workload",
+                           sharex=False, height=0.35 * frame["run"].nunique() + 1.5, aspect=1.1, palette="crest")
+        grid.set_axis_labels("peak RSS of the training process (MiB)", "")
+        save(grid, args.outdir / "peak-memory.png", "Peak memory per framework and mode (memory pass, not timed)")
+    done = largest_table.dropna(subset=["largest_batch"])
+    if done.empty:
+        no_data(args.outdir / "largest-batch.png", "no largest-batch search ran")
+    else:
+        frame = done.assign(run=done["framework"] + " (" + done["mode"].astype(str) + ")")
+        grid = sns.catplot(frame, kind="bar", x="largest_batch", y="run", color="tab:blue",
+                           height=0.35 * len(frame) + 1.5, aspect=1.6)
+        grid.set_axis_labels(f"largest batch whose peak RSS fits {args.limit_mb} MiB", "")
+        save(grid, args.outdir / "largest-batch.png", f"{frame['model'].iloc[0]}: the largest batch under the limit")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,146 @@
+"""The memory pass (the workload memory): its runs are their workload's training runs at other
+batches, its search finds the largest batch under a limit, the harness enforces the limit, and a
+run of it writes valid records, tables and figures."""
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from dlbench.config import ConfigError, load_config
+from dlbench.frameworks import workload_module
+from dlbench.harness import OVER_LIMIT
+from dlbench.record import read_record
+from dlbench.specs import spec_to_json
+from dlbench.tables import load_records
+from dlbench.weights import initial_weights, weights_sha256
+from dlbench.workloads import run_set
+from conftest import REPO, copy_workflow, snakemake, venv_python
+from specs import smoke_spec
+
+SEARCH = REPO / "src/dlbench/workloads/memory/scripts/largest_batch.py"
+MIB = 2 ** 20
+
+
+def search_module():
+    spec = importlib.util.spec_from_file_location("largest_batch", SEARCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("base_mib, per_sample_mib, limit_mib, max_batch", [
+    (400, 30, 1000, 64),
+    (400, 31, 1000, 64),
+    (900, 200, 1000, 64),    # not even one sample fits
+    (100, 1, 1000, 64),      # max_batch fits: capped
+    (500, 7.3, 4000, 1024),
+    (300, 2, 2000, 4096),    # 12% above the line at the answer: 8 batches tried
+    (700, 90, 16000, 512),
+])
+def test_the_search_finds_the_largest_batch_under_the_limit(base_mib, per_sample_mib, limit_mib, max_batch):
+    """Against memory that grows by the batch (a little more than linearly), the search ends on the
+    largest batch that fits, with the next one tried, in few trials."""
+    next_batch = search_module().next_batch
+
+    def peak(batch):
+        return (base_mib + per_sample_mib * batch + 0.01 * batch ** 1.5) * MIB
+
+    expected = max((b for b in range(1, max_batch + 1) if peak(b) <= limit_mib * MIB), default=0)
+    trials = {}
+    while (batch := next_batch(trials, limit_mib * MIB, max_batch)) is not None:
+        assert batch not in trials and len(trials) < 12
+        trials[batch] = (peak(batch) <= limit_mib * MIB, peak(batch))
+    assert max((b for b, (ok, _) in trials.items() if ok), default=0) == expected
+    assert expected == max_batch or (expected + 1) in trials  # the bracket is closed by a batch tried
+    assert len(trials) <= 8
+
+
+def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
+    config = load_config(REPO / "config.yaml")
+    memory = run_set("mnist-memory")
+    rows = memory.rows(config, ["pytorch", "tensorflow"], 1)
+    # every mode of MNIST's config, at each batch, each repeat
+    assert len(rows) == (3 + 3) * len(config["memory"]["batches"]["mnist"]) * config["memory"]["repeats"]
+    specs = [memory.build(config, row, 2) for row in rows]
+    assert len({(spec.framework, spec.run_id) for spec in specs}) == len(specs)
+    spec = specs[0]
+    trained = run_set("mnist").build(config, {**rows[0], "batch": 256, "repeat": 1}, 2)
+    assert spec.workload == "mnist-memory" and spec.batch == config["memory"]["batches"]["mnist"][0]
+    assert workload_module(spec.workload, "pytorch") == workload_module("mnist", "pytorch")
+    assert weights_sha256(initial_weights(spec)) == weights_sha256(initial_weights(trained))  # the same start
+    assert spec.convergence.steps == 0 and spec.measure.steady_units == 1
+    assert (spec.model, spec.data, spec.optimizer) == (trained.model, trained.data, trained.optimizer)
+
+
+def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
+    extra = tmp_path / "memory.yaml"
+    extra.write_text("workloads: [mnist, memory]\nmemory: {workloads: [mnist, imdb]}\n")
+    with pytest.raises(ConfigError, match="memory.workloads: imdb is not in workloads"):
+        load_config(REPO / "config.yaml", extra)
+
+
+@pytest.mark.slow
+def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, tmp_path):
+    spec = smoke_spec("mnist", "pytorch")
+    out = tmp_path / "record.json"
+    subprocess.run([venv_python("pytorch"), "-m", "dlbench.harness", "--spec", spec_to_json(spec), "--out", str(out),
+                    "--memory-limit-mb", "64"], cwd=smoke_data, check=True)
+    record = read_record(out)
+    assert record["status"] == "failed" and OVER_LIMIT in record["error"] and "64 MiB" in record["error"]
+
+
+# A small DenseNet and two frameworks, each with its memory-saving mode: the pass end to end.
+PASS_CONFIG = {
+    "frameworks": ["pytorch", "tensorflow"],
+    "workloads": ["mnist", "chestxray", "memory"],
+    "chestxray": {"blocks": [2, 2, 2, 2], "inputs": ["synthetic"],
+                  "modes": {"pytorch": ["eager", "checkpoint"], "tensorflow": ["graph", "recompute"]}},
+    "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
+               "largest_batch": {"blocks": [2, 2, 2, 2], "limit_mb": 1400, "max_batch": 24, "max_trials": 6}},
+}
+
+
+@pytest.fixture(scope="module")
+def memory_pass(tmp_path_factory):
+    workflow = copy_workflow(tmp_path_factory.mktemp("memory"))
+    (workflow / "pass.yaml").write_text(yaml.safe_dump(PASS_CONFIG))
+    snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", "pass.yaml", "results/tables/memory-peaks.csv",
+              cwd=workflow)
+    return workflow
+
+
+@pytest.mark.slow
+def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
+    records = load_records(sorted((memory_pass / "results/runs").glob("*-memory/*/*.json")))  # schema-checked
+    assert len(records) == 2 * 2 + 4 * 2  # MNIST: 2 frameworks x 2 batches; DenseNet: 4 modes x 2 batches
+    assert all(r["status"] == "ok" for r in records), [r["error"] for r in records if r["status"] != "ok"]
+    peaks = pd.read_csv(memory_pass / "results/tables/memory-peaks.csv")
+    assert len(peaks) == len(records) and peaks["peak_rss_mib"].gt(0).all()
+    for _, point in peaks.groupby(["workload", "framework", "mode"]):  # a larger batch needs more
+        assert point.sort_values("batch")["peak_rss_mib"].is_monotonic_increasing
+    saving = pd.read_csv(memory_pass / "results/tables/memory-saving.csv")
+    assert sorted(saving["mode"].unique()) == ["checkpoint", "recompute"]
+    assert saving["samples_per_s"].gt(0).all()  # from the timed runs of the same modes
+
+
+@pytest.mark.slow
+def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory_pass):
+    limit = PASS_CONFIG["memory"]["largest_batch"]["limit_mb"] * MIB
+    table = pd.read_csv(memory_pass / "results/tables/memory-largest-batch.csv")
+    assert len(table) == 4 and set(table["model"]) == {"DenseNet-13"}
+    for path in (memory_pass / "results/memory/largest-batch").glob("*/*.json"):
+        summary = json.loads(path.read_text())
+        trials = {t["batch"]: t for t in summary["trials"]}
+        largest = summary["largest_batch"]
+        assert summary["complete"]
+        assert all(t["peak_rss_bytes"] <= limit for t in trials.values() if t["fits"])
+        assert all(not t["fits"] for b, t in trials.items() if b > largest)
+        if not summary["capped"]:
+            assert not trials[largest + 1]["fits"]
+        for trial in trials.values():  # each batch tried is a record of its own
+            assert read_record(memory_pass / trial["record"])["spec"]["batch"] == trial["batch"]
+    assert (memory_pass / "results/figures/memory/largest-batch.png").stat().st_size > 0
