@@ -86,6 +86,8 @@ def configure(spec, join=True):
         raise FrameworkError("JAX's backends started before configure(): the CPU device count and threads "
                              f"{wanted} cannot be set any more")
     os.environ["NPROC"] = wanted["NPROC"]
+    # on a GPU, allocate as the run needs rather than 75% of it up front: its peak memory is then its own
+    os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     jax.config.update("jax_num_cpu_devices", wanted["jax_num_cpu_devices"])
     if spec.nodes > 1:
         # XLA's CPU client runs cross-process collectives with these (gloo: JAX 0.10.2's default, said here)

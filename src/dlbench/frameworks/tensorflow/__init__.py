@@ -146,6 +146,8 @@ def setup(spec, device_kind, worker):
     if device_kind == "gpu":
         names = [tf.config.experimental.get_device_details(g).get("device_name")
                  for g in gpus[:devices_per_node(spec)]]  # this node's
+        for gpu in gpus:  # allocate as the run needs, not the whole GPU: its peak memory is then its own
+            tf.config.experimental.set_memory_growth(gpu, True)
         tf.config.set_visible_devices(gpus[worker:worker + 1] if processes > 1 else gpus[:local], "GPU")
         devices = [f"/gpu:{i}" for i in range(local)]
     else:
