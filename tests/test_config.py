@@ -5,6 +5,8 @@ import sys
 import pytest
 import yaml
 
+from dlbench.config import load_config
+from dlbench.workloads import run_set
 from conftest import REPO, copy_workflow, snakemake
 
 
@@ -30,7 +32,6 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"chestxray": {"blocks": [2, 4, 8, 6], "weights": {"mxnet": "densenet121.params"}}},
          "config chestxray.weights (mxnet): ImageNet weights are DenseNet-121's; chestxray.blocks is [2, 4, 8, 6]"),
         ({"chestxray": {"blocks": [6, 12, 24]}}, "blocks"),
-        ({"mnist": {"devices": [1, 2], "strategies": {"mxnet": []}}}, "config mnist.strategies.mxnet: empty"),
         # one word per meaning: an old key name stops, naming the new one
         ({"chestxray": {"preprocess": {"backends": ["pillow"]}}},
          "config chestxray.preprocess.backends: renamed to chestxray.preprocess.libraries"),
@@ -88,3 +89,12 @@ def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_work
     assert {fw: set(modes) for fw, modes in paper["chestxray"]["modes"].items()} == every
     assert {fw: set(modes) for fw, modes in paper["imdb"]["modes"].items()} == {
         **general, "pytorch": general["pytorch"] - {"channels-last"}}  # an LSTM has no channels
+
+
+def test_a_framework_given_no_strategy_runs_on_one_device_only(tmp_path):
+    extra = tmp_path / "one.yaml"
+    extra.write_text("mnist: {devices: [1, 2], strategies: {mxnet: [], tensorflow: [mirrored]}}\n")
+    config = load_config(REPO / "config.yaml", extra)
+    rows = run_set("mnist").rows(config, ["mxnet", "tensorflow"], 1)
+    assert {r["devices"] for r in rows if r["framework"] == "mxnet"} == {1}
+    assert {r["strategy"] for r in rows if r["framework"] == "tensorflow" and r["devices"] == 2} == {"mirrored"}

@@ -52,7 +52,7 @@ def check_config(config):
 
 def check_strategies(config, section):
     """A section's strategies: known frameworks and strategies; filled for every framework (one
-    left out takes all of its own); none empty where the section asks for more than one device."""
+    left out takes all of its own; one given none runs on one device only)."""
     strategies = config[section]["strategies"]
     for framework, names in strategies.items():
         if framework not in FRAMEWORKS:
@@ -62,11 +62,6 @@ def check_strategies(config, section):
             raise ConfigError(f"config {section}.strategies.{framework}: unknown strategy {unknown[0]!r} "
                               f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
     config[section]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
-    if any(devices > 1 for devices in config[section]["devices"]):
-        for framework in config["frameworks"]:
-            if not config[section]["strategies"][framework]:
-                raise ConfigError(f"config {section}.strategies.{framework}: empty, but {section}.devices "
-                                  f"asks for more than one device (name a strategy, or leave the key out)")
 
 
 def check_modes(config, section):
