@@ -75,7 +75,6 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):
 
 
 def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_workload():
-    from dlbench.config import load_config
     from dlbench.frameworks import FRAMEWORKS, RECOMPUTING
 
     every = {name: {mode for mode, _ in framework.modes} for name, framework in FRAMEWORKS.items()}

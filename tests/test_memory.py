@@ -3,6 +3,7 @@ batches, its search finds the largest batch under a limit, the harness enforces 
 run of it writes valid records, tables and figures."""
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 
@@ -93,10 +94,13 @@ def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, t
     assert record["status"] == "failed" and OVER_LIMIT in record["error"] and "64 MiB" in record["error"]
 
 
-# A small DenseNet and two frameworks, each with its memory-saving mode: the pass end to end.
+# A small DenseNet; PyTorch and TensorFlow with their memory-saving modes, MXNet beside TensorFlow: the pass end to end.
 PASS_CONFIG = {
-    "frameworks": ["pytorch", "tensorflow"],
-    "workloads": ["mnist", "chestxray", "memory"],
+    "frameworks": ["pytorch", "tensorflow", "mxnet"],
+    "workloads": ["mnist", "chestxray", "memory", "survey"],
+    # TensorFlow compiled and eager, on 1 and 2 devices: every claim of the survey has its figures
+    "mnist": {"devices": [1, 2], "nodes": [1], "strategies": {"pytorch": [], "tensorflow": ["mirrored"], "mxnet": []},
+              "modes": {"pytorch": ["eager"], "tensorflow": ["graph", "eager"], "mxnet": ["hybrid"]}},
     "chestxray": {"blocks": [2, 2, 2, 2], "inputs": ["synthetic"],
                   "modes": {"pytorch": ["eager", "checkpoint"], "tensorflow": ["graph", "recompute"]}},
     "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
@@ -109,14 +113,14 @@ def memory_pass(tmp_path_factory):
     workflow = copy_workflow(tmp_path_factory.mktemp("memory"))
     (workflow / "pass.yaml").write_text(yaml.safe_dump(PASS_CONFIG))
     snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", "pass.yaml", "results/tables/memory-peaks.csv",
-              cwd=workflow)
+              "results/tables/survey-claims.csv", cwd=workflow)
     return workflow
 
 
 @pytest.mark.slow
 def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
     records = load_records(sorted((memory_pass / "results/runs").glob("*-memory/*/*.json")))  # schema-checked
-    assert len(records) == 2 * 2 + 4 * 2  # MNIST: 2 frameworks x 2 batches; DenseNet: 4 modes x 2 batches
+    assert len(records) == 3 * 2 + 5 * 2  # MNIST: 3 frameworks x 2 batches; DenseNet: 5 modes x 2 batches
     assert all(r["status"] == "ok" for r in records), [r["error"] for r in records if r["status"] != "ok"]
     peaks = pd.read_csv(memory_pass / "results/tables/memory-peaks.csv")
     assert len(peaks) == len(records) and peaks["peak_rss_mib"].gt(0).all()
@@ -131,7 +135,7 @@ def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
 def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory_pass):
     limit = PASS_CONFIG["memory"]["largest_batch"]["limit_mb"] * MIB
     table = pd.read_csv(memory_pass / "results/tables/memory-largest-batch.csv")
-    assert len(table) == 4 and set(table["model"]) == {"DenseNet-13"}
+    assert len(table) == 5 and set(table["model"]) == {"DenseNet-21"}
     for path in (memory_pass / "results/memory/largest-batch").glob("*/*.json"):
         summary = json.loads(path.read_text())
         trials = {t["batch"]: t for t in summary["trials"]}
@@ -144,3 +148,16 @@ def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory
         for trial in trials.values():  # each batch tried is a record of its own
             assert read_record(memory_pass / trial["record"])["spec"]["batch"] == trial["batch"]
     assert (memory_pass / "results/figures/memory/largest-batch.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_survey_s_claims_are_answered_from_the_run_s_tables(memory_pass):
+    claims = pd.read_csv(memory_pass / "results/tables/survey-claims.csv").set_index("claim")
+    assert len(claims) == 3
+    for claim, row in claims.iterrows():
+        assert not row["answer"].startswith("Not measured"), (claim, row["answer"])
+        assert re.search(r"\d", row["figures"]) and row["source"].endswith(".csv")
+    # what the sentences cite is in the tables they name
+    assert "tensorflow graph / eager (mnist)" in claims.loc["Compiling makes training faster than eager execution",
+                                                           "figures"]
+    assert "2 / 1 devices (mirrored)" in claims.loc["TensorFlow gains by treating each CPU core as a device", "figures"]

@@ -25,7 +25,7 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory", "survey")
 
 
 def definition(workload):
