@@ -83,12 +83,11 @@ def claim_memory(peaks, source):
     tf = default[default["framework"] == "tensorflow"].set_index(["workload", "batch"])
     both = mx.join(tf, lsuffix="_mxnet", rsuffix="_tensorflow", how="inner")
     if both.empty:
-        return title, "Not measured in this run: the memory pass has no point that both MXNet and TensorFlow ran.", "", ""
+        return title, "Not measured in this run: MXNet and TensorFlow share no point of the memory pass.", "", ""
     less = both[both["peak_rss_max_mib_mxnet"] < both["peak_rss_min_mib_tensorflow"]]
     more = both[both["peak_rss_min_mib_mxnet"] > both["peak_rss_max_mib_tensorflow"]]
-    figures = "; ".join(
-        f"{workload} batch {batch}: MXNet {r['peak_rss_mib_mxnet']:.0f} MiB vs TensorFlow {r['peak_rss_mib_tensorflow']:.0f} MiB"
-        for (workload, batch), r in both.iterrows())
+    figures = "; ".join(f"{workload} batch {batch}: MXNet {r['peak_rss_mib_mxnet']:.0f} MiB vs TensorFlow "
+                        f"{r['peak_rss_mib_tensorflow']:.0f} MiB" for (workload, batch), r in both.iterrows())
     slopes = both.dropna(subset=["mib_per_sample_mxnet", "mib_per_sample_tensorflow"]).groupby(level=0).first()
     per_sample = "; ".join(f"{w}: {r['mib_per_sample_mxnet']:.1f} vs {r['mib_per_sample_tensorflow']:.1f} MiB"
                            for w, r in slopes.iterrows())
@@ -111,8 +110,9 @@ def claim_devices(ratios, sources):
                         f"{interval(r['ratio'], r['ci_low'], r['ci_high'])} ({r['verdict']})"
                         for _, r in mirrored.iterrows())
     first = mirrored.iloc[0]
-    answer = (f"TensorFlow's MirroredStrategy over CPU devices gave {interval(first['ratio'], first['ci_low'], first['ci_high'])} "
-              f"the throughput of one device with the same threads ({first['comparison']}, {first['workload']}, "
+    answer = (f"TensorFlow's MirroredStrategy over CPU devices gave "
+              f"{interval(first['ratio'], first['ci_low'], first['ci_high'])} the throughput of one device with "
+              f"the same threads ({first['comparison']}, {first['workload']}, "
               f"per-device batch: {first['verdict']}).")
     return title, answer, figures, sources
 
