@@ -103,7 +103,7 @@ PASS_CONFIG = {
     "chestxray": {"blocks": [2, 2, 2, 2], "inputs": ["synthetic"],
                   "modes": {"pytorch": ["eager", "checkpoint"], "tensorflow": ["graph", "recompute"]}},
     "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
-               "largest_batch": {"blocks": [2, 2, 2, 2], "limit_mb": 1400, "max_batch": 24, "max_trials": 6}},
+               "largest_batch": {"blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24, "max_trials": 6}},
 }
 
 
