@@ -10,25 +10,22 @@ MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in WORKLOADS else []
 MEMORY_TEMPLATES = {(framework, mode): search_template(config, framework, mode, THREADS)
                     for framework, mode in MEMORY_SEARCHES}
 MEMORY_SETS = [f"{workload}-memory" for workload in memory_measured(config)] if "memory" in WORKLOADS else []
+SEARCH_SUMMARY = "results/memory/largest-batch/{framework}/mode~{mode}.json"
 TIMED_CHESTXRAY = ["results/tables/chestxray-points.csv"] if "chestxray" in WORKLOADS else []
-
-
-def search_summary(framework, mode):
-    return f"results/memory/largest-batch/{framework}/mode~{mode}.json"
-
-
-def search_inputs(wildcards):
-    template = MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]
-    return {**script_inputs(MEMORY_FOLDER / "scripts" / "largest_batch.py"), "data": spec_data(template),
-            "code": run_code(template), "python": env_input(template.framework)}
 
 
 rule largest_batch:
     output:
-        summary=search_summary("{framework}", "{mode}"),
+        summary=SEARCH_SUMMARY,
         trials=directory("results/memory/largest-batch/{framework}/mode~{mode}"),
     input:
-        unpack(search_inputs),
+        # the search's script, its data, the code its runs run, their interpreter
+        unpack(lambda wildcards: {
+            **script_inputs(MEMORY_FOLDER / "scripts" / "largest_batch.py"),
+            "data": spec_data(MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]),
+            "code": run_code(MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]),
+            "python": env_input(wildcards.framework),
+        }),
     params:
         python=run_python,
         spec=lambda wildcards: spec_to_json(MEMORY_TEMPLATES[(wildcards.framework, wildcards.mode)]),
@@ -65,7 +62,7 @@ rule plot_memory:
                       subcategory="tables", labels={"table": "memory-saving modes"}),
     input:
         runs=[f"results/tables/{name}-runs.csv" for name in MEMORY_SETS],
-        searches=[search_summary(framework, mode) for framework, mode in MEMORY_SEARCHES],
+        searches=[SEARCH_SUMMARY.format(framework=framework, mode=mode) for framework, mode in MEMORY_SEARCHES],
         timed=TIMED_CHESTXRAY,
         **script_inputs(MEMORY_FOLDER / "scripts" / "plot.py"),
         python=env_input("report"),
