@@ -85,6 +85,19 @@ def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
         load_config(REPO / "config.yaml", extra)
 
 
+def test_the_default_searches_pytorch_s_modes_the_paper_preset_every_framework_s(tmp_path):
+    from dlbench.workloads.memory.definition import searches
+
+    config = load_config(REPO / "config.yaml")
+    assert searches(config, config["frameworks"]) == [("pytorch", "eager"), ("pytorch", "checkpoint")]
+    paper = load_config(REPO / "config.yaml", REPO / "presets/paper.yaml")
+    assert {f for f, _ in searches(paper, paper["frameworks"])} == set(paper["frameworks"])
+    extra = tmp_path / "search.yaml"
+    extra.write_text("frameworks: [pytorch, mxnet]\nmemory: {largest_batch: {frameworks: [tensorflow]}}\n")
+    with pytest.raises(ConfigError, match="memory.largest_batch.frameworks: tensorflow is not in frameworks"):
+        load_config(REPO / "config.yaml", extra)
+
+
 @pytest.mark.slow
 def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, tmp_path):
     spec = smoke_spec("mnist", "pytorch")
@@ -105,7 +118,7 @@ PASS_CONFIG = {
     "chestxray": {"blocks": [2, 2, 2, 2], "inputs": ["synthetic"],
                   "modes": {"pytorch": ["eager", "checkpoint"], "tensorflow": ["graph", "recompute"]}},
     "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
-               "largest_batch": {"blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24, "max_trials": 6}},
+               "largest_batch": {"frameworks": None, "blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24, "max_trials": 6}},
 }
 
 

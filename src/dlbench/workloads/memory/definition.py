@@ -101,10 +101,12 @@ def search_template(config, framework, mode, threads):
 
 
 def searches(config, frameworks):
-    """(framework, mode) of every largest-batch search: each framework's ChestX-ray modes."""
+    """(framework, mode) of every largest-batch search: each of its frameworks' ChestX-ray modes."""
     if "chestxray" not in measured(config):
         return []
-    return [(framework, mode) for framework in frameworks for mode in config["chestxray"]["modes"][framework]]
+    chosen = config["memory"]["largest_batch"]["frameworks"]
+    return [(framework, mode) for framework in frameworks if chosen is None or framework in chosen
+            for mode in config["chestxray"]["modes"][framework]]
 
 
 RUN_SETS = tuple(memory_run_set(workload) for workload in MEASURED)
@@ -122,3 +124,7 @@ def check(config):
                               "its data and model would not be prepared")
         if not memory["batches"].get(workload):
             raise ConfigError(f"config memory.batches.{workload}: no batch to measure {workload} at")
+    for framework in memory["largest_batch"]["frameworks"] or []:
+        if framework not in config["frameworks"]:
+            raise ConfigError(f"config memory.largest_batch.frameworks: {framework} is not in frameworks "
+                              f"{config['frameworks']}")
