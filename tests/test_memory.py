@@ -126,8 +126,9 @@ PASS_CONFIG = {
 def memory_pass(tmp_path_factory):
     workflow = copy_workflow(tmp_path_factory.mktemp("memory"))
     (workflow / "pass.yaml").write_text(yaml.safe_dump(PASS_CONFIG))
-    snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", "pass.yaml", "results/tables/memory-peaks.csv",
-              "results/tables/survey-claims.csv", cwd=workflow)
+    # the targets before --configfile, which takes every word after it
+    snakemake("results/tables/memory-peaks.csv", "results/tables/survey-claims.csv", "--cores", "2",
+              "--configfile", "presets/smoke.yaml", "pass.yaml", cwd=workflow)
     return workflow
 
 
