@@ -95,7 +95,14 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     return result, code, list(tail), utilisation
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def _stop(signum, frame):
+    # One stop: a second signal would cut short the cleanup this one starts (killing the training,
+    # removing the run's folder), leaving the folder behind.
+    for other in STOP_SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
     raise Stopped(signal.Signals(signum).name)
 
 
@@ -119,7 +126,7 @@ def main():
     parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
     parser.add_argument("--memory-limit-mb", type=int, help="kill the run when its processes' RSS exceeds this")
     args = parser.parse_args()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)
     if not die_with_parent(signal.SIGTERM):
         raise SystemExit("the process that started this run has ended")
