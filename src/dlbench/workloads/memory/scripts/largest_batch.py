@@ -21,31 +21,42 @@ from dlbench.harness import OVER_LIMIT
 from dlbench.record import read_record, write_json
 from dlbench.specs import spec_from_dict, spec_to_json
 
-def next_batch(trials, limit_bytes, max_batch):
-    """The next batch to try, None when the search is done. trials: {batch: (fits, peak bytes or
-    None)}, in the order tried: batch 1, 2, then in turns a guess (where the line through the two
-    batches nearest the limit, one on each side where both peaks are known, meets it) and the
-    guess's neighbour towards the limit, which closes the bracket when the guess was right."""
+def next_step(trials, limit_bytes, max_batch):
+    """(the next batch to try, the kind of step it is), (None, None) when the search is done.
+    trials: {batch: (fits, peak bytes or None)}, in the order tried. Batch 1, 2, then in turns:
+    a guess on the line through the two batches nearest the limit (one on each side where both
+    peaks are known, else the two largest that fit), then the guess's neighbour towards the limit,
+    which closes the bracket when the guess was right. After a batch killed over the limit (its
+    peak unknown: no line through it, and the line through the fits below overshot), the middle
+    of the bracket, then a guess again."""
     fits = sorted(b for b, (ok, _) in trials.items() if ok)
     over = sorted(b for b, (ok, _) in trials.items() if not ok)
     low = fits[-1] if fits else 0
     high = over[0] if over else max_batch + 1
     if high - low <= 1:
-        return None
+        return None, None
     if not fits:
-        return 1
+        return 1, "first"
     if len(fits) == 1:
-        return min(2 * low, high - 1)
-    order = list(trials)
-    if len(order) > 2 and len(order) % 2 == 1:  # the last one was a guess: its neighbour
-        return low + 1 if order[-1] == low else high - 1
+        return min(2 * low, high - 1), "double"
+    last = list(trials)[-1]
+    last_kind = next_step(dict(list(trials.items())[:-1]), limit_bytes, max_batch)[1]
+    if last == high and trials[high][1] is None:
+        return (low + high) // 2, "middle"
+    if last_kind == "guess":
+        return (low + 1 if last == low else high - 1), "neighbour"
     if over and trials[high][1] is not None:
         (b1, p1), (b2, p2) = (low, trials[low][1]), (high, trials[high][1])
     else:
         (b1, p1), (b2, p2) = (fits[-2], trials[fits[-2]][1]), (low, trials[low][1])
     slope = (p2 - p1) / (b2 - b1)
     guess = b1 + math.floor((limit_bytes - p1) / slope) if slope > 0 else 2 * low
-    return min(max(guess, low + 1), high - 1)
+    return min(max(guess, low + 1), high - 1), "guess"
+
+
+def next_batch(trials, limit_bytes, max_batch):
+    """The next batch to try (next_step's), None when the search is done."""
+    return next_step(trials, limit_bytes, max_batch)[0]
 
 
 def peak_rss(record):
