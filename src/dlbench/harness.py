@@ -88,7 +88,7 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     if code is None:
         tail.append(f"killed: still running after the timeout of {spec['timeout_s']} s")
     elif sampler.exceeded_bytes:
-        tail.append(f"killed: its processes' RSS reached {sampler.exceeded_bytes / 2 ** 20:.0f} MiB, "
+        tail.append(f"killed: its processes' PSS reached {sampler.exceeded_bytes / 2 ** 20:.0f} MiB, "
                     f"{OVER_LIMIT} of {memory_limit_mb} MiB")
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     result["nodes"] = nodes.read_node_files(result_path, spec["nodes"])  # what each node's process was
@@ -124,7 +124,7 @@ def main():
     parser.add_argument("--out", required=True, help="the record to write")
     parser.add_argument("--lock", help="hold an exclusive lock on PATH-<host>.lock for the whole run")
     parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
-    parser.add_argument("--memory-limit-mb", type=int, help="kill the run when its processes' RSS exceeds this")
+    parser.add_argument("--memory-limit-mb", type=int, help="kill the run when its processes' PSS exceeds this")
     args = parser.parse_args()
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)

@@ -1,6 +1,6 @@
 """The largest batch that fits a memory limit, for one framework and mode: each batch tried is a
 run of its own through the harness (dlbench.harness, under the limit: a run whose processes'
-RSS exceeds it is killed), its record kept; a batch fits when its run ends ok with a peak RSS
+PSS, shared pages counted once, exceeds it is killed), its record kept; a batch fits when its run ends ok with a peak RSS
 (the kernel's high-water mark of the training process) within the limit.
 
 The search: batch 1, then 2, then along the line through the two largest batches that fit
