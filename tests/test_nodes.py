@@ -51,9 +51,10 @@ def test_the_launcher_is_srun_inside_a_slurm_allocation_else_the_local_one():
 
 
 def test_the_local_launcher_gives_each_node_its_place_and_stops_all_when_one_fails(tmp_path):
-    show = ("import json; from dlbench.nodes import this_node; from specs import smoke_spec; "
+    # one write a line: the three processes share the pipe (print writes the newline apart when unbuffered)
+    show = ("import json, sys; from dlbench.nodes import this_node; from specs import smoke_spec; "
             "n = this_node(smoke_spec('mnist', 'pytorch', threads=6, devices=3, nodes=3, strategy='ddp')); "
-            "print(json.dumps([n.rank, n.nodes, n.port, n.threads, n.hosts]))")
+            "sys.stdout.write(json.dumps([n.rank, n.nodes, n.port, n.threads, n.hosts]) + '\\n')")
     proc = subprocess.run(launcher(3, 6) + [sys.executable, "-c", show], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": f"{Path(__file__).parent}:{os.environ['PYTHONPATH']}"})
     assert proc.returncode == 0, proc.stderr

@@ -80,9 +80,10 @@ def cluster(tmp_path_factory):
 
 
 def test_srun_gives_each_node_process_its_place(cluster, monkeypatch):
-    code = ("import json; from dlbench.nodes import this_node; from specs import smoke_spec; "
+    # one write a line: the two tasks share srun's output (print writes the newline apart when unbuffered)
+    code = ("import json, sys; from dlbench.nodes import this_node; from specs import smoke_spec; "
             "n = this_node(smoke_spec('mnist', 'pytorch', devices=2, nodes=2, strategy='ddp')); "
-            "print(json.dumps([n.rank, n.nodes, n.address, n.hostname, n.hosts]))")
+            "sys.stdout.write(json.dumps([n.rank, n.nodes, n.address, n.hostname, n.hosts]) + '\\n')")
     proc = subprocess.run(["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", sys.executable, "-c", code],
                           env={**cluster, "PYTHONPATH": f"{Path(__file__).parent}:{cluster['PYTHONPATH']}"},
                           capture_output=True, text=True, timeout=120)
