@@ -3,9 +3,10 @@ run of its own through the harness (dlbench.harness, under the limit: a run whos
 PSS, shared pages counted once, exceeds it is killed), its record kept; a batch fits when its run ends ok with a peak RSS
 (the kernel's high-water mark of the training process) within the limit.
 
-The search: batch 1, then 2, then along the line through the two largest batches that fit
-(memory grows about linearly with the batch), always inside the bracket of the largest batch
-that fits and the smallest that does not, until they are neighbours or max_batch fits.
+The search (next_step): batch 1, then 2, then along a line through the measured peaks (memory
+grows about linearly with the batch), or the middle of the bracket after a batch killed over the
+limit, always inside the bracket of the largest batch that fits and the smallest that does not,
+until they are neighbours or max_batch fits.
 
 python largest_batch.py --spec TEMPLATE_JSON --limit-mb L --max-batch M --max-trials N --trials DIR --out SUMMARY.json
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from dlbench.harness import OVER_LIMIT
 from dlbench.record import read_record, write_json
 from dlbench.specs import spec_from_dict, spec_to_json
+
 
 def next_step(trials, limit_bytes, max_batch):
     """(the next batch to try, the kind of step it is), (None, None) when the search is done.
