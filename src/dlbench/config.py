@@ -15,8 +15,11 @@ def check_renamed(config):
     """Stop on a key that was renamed so that one word has one meaning (a workload definition's
     RENAMED: {old key in its section: new key}), naming both, before the schema would call the
     old one merely unknown."""
-    from dlbench.workloads import WORKLOADS, definition
+    from dlbench.workloads import RENAMED, WORKLOADS, definition
 
+    for old, new in RENAMED.items():
+        if old in (config.get("workloads") or []):
+            raise ConfigError(f"config workloads: workload {old!r} renamed to {new!r}")
     for workload in WORKLOADS:
         for old, new in getattr(definition(workload), "RENAMED", {}).items():
             section = config.get(workload)

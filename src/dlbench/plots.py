@@ -3,9 +3,35 @@ import matplotlib.pyplot as plt  # Agg by itself where there is no display
 import pandas as pd
 import seaborn as sns
 
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.stats import plain
 
 sns.set_theme(style="whitegrid", context="paper")
+
+# One colour per framework in every figure (the order of dlbench.frameworks); image libraries and
+# inference runtimes, which are no framework, take theirs from a second palette by name.
+FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, sns.color_palette("tab10", len(FRAMEWORKS))))
+OTHER_COLOURS = sns.color_palette("Dark2", 8)
+
+
+def colour(name):
+    """The colour of a framework (or library, runtime) in every figure."""
+    if name in FRAMEWORK_COLOURS:
+        return FRAMEWORK_COLOURS[name]
+    return OTHER_COLOURS[sum(map(ord, str(name))) % len(OTHER_COLOURS)]
+
+
+def palette(names):
+    """{name: colour} for seaborn's hue."""
+    return {name: colour(name) for name in names}
+
+
+# What the marks on a point mean, for every figure's legend
+FLAG_NOTES = {
+    "unstable": "unstable: its units or runs vary by more than the CV threshold",
+    "short units": "short units: below measurement.min_unit_seconds",
+    "contended": "contended: other processes used more than max_other_cpus during its units",
+}
 
 
 def save(grid, path, title):

@@ -25,7 +25,9 @@ captions; nothing outside it names the workload):
 """
 import importlib
 
-WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory", "survey")
+WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory", "findings")
+# workloads renamed so that one word has one meaning: {old name: new name}
+RENAMED = {"survey": "findings"}
 
 
 def definition(workload):
