@@ -5,7 +5,6 @@ import importlib.util
 import json
 import re
 import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -23,7 +22,6 @@ from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_spec
 
 SEARCH = REPO / "src/dlbench/workloads/memory/scripts/largest_batch.py"
-CLAIMS = REPO / "src/dlbench/workloads/survey/scripts/claims.py"
 MIB = 2 ** 20
 
 
@@ -114,7 +112,7 @@ def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, t
 # A small DenseNet; PyTorch and TensorFlow with their memory-saving modes, MXNet beside TensorFlow: the pass end to end.
 PASS_CONFIG = {
     "frameworks": ["pytorch", "tensorflow", "mxnet"],
-    "workloads": ["mnist", "chestxray", "memory", "survey"],
+    "workloads": ["mnist", "chestxray", "memory", "findings"],
     # TensorFlow compiled and eager, on 1 and 2 devices: every claim of the survey has its figures
     "mnist": {"devices": [1, 2], "nodes": [1], "strategies": {"pytorch": [], "tensorflow": ["mirrored"], "mxnet": []},
               "modes": {"pytorch": ["eager"], "tensorflow": ["graph", "eager"], "mxnet": ["hybrid"]}},
@@ -130,7 +128,7 @@ def memory_pass(tmp_path_factory):
     workflow = copy_workflow(tmp_path_factory.mktemp("memory"))
     (workflow / "pass.yaml").write_text(yaml.safe_dump(PASS_CONFIG))
     # the targets before --configfile, which takes every word after it
-    snakemake("results/tables/memory-peaks.csv", "results/tables/survey-claims.csv", "--cores", "2",
+    snakemake("results/tables/memory-peaks.csv", "results/tables/findings-replication.csv", "--cores", "2",
               "--configfile", "presets/smoke.yaml", "pass.yaml", cwd=workflow)
     return workflow
 
@@ -169,65 +167,14 @@ def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory
 
 
 @pytest.mark.slow
-def test_the_survey_s_claims_are_answered_from_the_run_s_tables(memory_pass):
-    claims = pd.read_csv(memory_pass / "results/tables/survey-claims.csv").set_index("claim")
-    assert len(claims) == 3
-    for claim, row in claims.iterrows():
-        assert not row["answer"].startswith("Not measured"), (claim, row["answer"])
+def test_the_survey_s_claims_get_verdicts_from_the_run_s_tables(memory_pass):
+    claims = pd.read_csv(memory_pass / "results/tables/findings-replication.csv").set_index("claim")
+    survey = claims[claims["study"] == "TensorFlow vs MXNet survey"]
+    assert len(survey) == 4
+    for claim, row in survey.iterrows():
+        assert row["verdict"] != "not measured here", (claim, row["figures"])
         assert re.search(r"\d", row["figures"]) and row["source"].endswith(".csv")
-    # what the sentences cite is in the tables they name
-    assert "tensorflow graph / eager (mnist)" in claims.loc["Compiling makes training faster than eager execution",
+    # what the verdicts cite is in the tables they name
+    assert "tensorflow graph / eager (mnist)" in claims.loc["Graphs (compiled modes) train faster than imperative code",
                                                            "figures"]
     assert "2 / 1 devices (mirrored)" in claims.loc["TensorFlow gains by treating each CPU core as a device", "figures"]
-
-
-def claims_module():
-    spec = importlib.util.spec_from_file_location("claims", CLAIMS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def ratio_row(comparison, framework, ratio, low, high, verdict, mode=None, devices=1):
-    return {"workload": "mnist", "comparison": comparison, "framework": framework, "model": "small",
-            "devices": devices, "mode": mode, "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict}
-
-
-def test_each_claim_is_answered_from_the_tables_figures_and_intervals(tmp_path):
-    """The three claims from a ratios table and a peaks table: compiled over eager whichever way
-    the ratio was taken, MXNet's memory against TensorFlow's where every repeat says so, the
-    MirroredStrategy ratio; each figure with its interval, in the answer and the figures."""
-    ratios = pd.DataFrame([
-        ratio_row("tensorflow (graph) / pytorch (eager)", "", 1.5, 1.4, 1.6, "faster"),
-        ratio_row("compile / eager", "pytorch", 1.25, 1.1, 1.4, "faster"),
-        ratio_row("eager / graph", "tensorflow", 0.5, 0.4, 0.625, "slower"),   # graph / eager: 2.0 [1.6, 2.5]
-        ratio_row("channels-last / eager", "pytorch", 0.9, 0.8, 1.0, "no difference within the noise"),  # both eager
-        ratio_row("2 / 1 devices (mirrored)", "tensorflow", 0.8, 0.7, 0.9, "slower", mode="graph", devices=None),
-    ])
-    peaks = pd.DataFrame([
-        {"workload": w, "framework": fw, "mode": mode, "batch": b, "repeats": 2, "peak_rss_mib": rss,
-         "peak_rss_min_mib": rss - 5, "peak_rss_max_mib": rss + 5, "peak_pss_mib": rss, "parameters": 1,
-         "mib_per_sample": slope}
-        for w, fw, mode, b, rss, slope in [
-            ("mnist", "mxnet", "hybrid", 64, 300, 1.0), ("mnist", "mxnet", "hybrid", 256, 500, 1.0),
-            ("mnist", "tensorflow", "graph", 64, 700, 2.0), ("mnist", "tensorflow", "graph", 256, 1100, 2.0),
-            ("mnist", "mxnet", "imperative", 64, 900, 3.0)]])
-    ratios.to_csv(tmp_path / "mnist-ratios.csv", index=False)
-    peaks.to_csv(tmp_path / "memory-peaks.csv", index=False)
-    out = tmp_path / "claims.csv"
-    subprocess.run([sys.executable, str(CLAIMS), "--ratios", str(tmp_path / "mnist-ratios.csv"),
-                    "--memory", str(tmp_path / "memory-peaks.csv"), "--out", str(out)], check=True)
-    claims = pd.read_csv(out).set_index("claim")
-    compiling = claims.loc["Compiling makes training faster than eager execution"]
-    assert "faster in 2 of 2 framework-mode pairs" in compiling["answer"]
-    assert "tensorflow graph at 2.00x [1.60, 2.50]" in compiling["answer"]
-    assert "pytorch compile / eager (mnist): 1.25x [1.10, 1.40]" in compiling["figures"]
-    memory = claims.loc["MXNet uses less memory than TensorFlow for the same model and batch"]
-    assert "below TensorFlow's (every repeat) at 2 of 2 points" in memory["answer"]  # imperative is not the default
-    assert "mnist batch 256: MXNet 500 MiB vs TensorFlow 1100 MiB" in memory["figures"]
-    devices = claims.loc["TensorFlow gains by treating each CPU core as a device"]
-    assert "0.80x [0.70, 0.90]" in devices["answer"] and "slower" in devices["answer"]
-    assert compiling["source"] == "mnist-ratios.csv" and memory["source"] == "memory-peaks.csv"
-    # without the tables: each says what would measure it
-    subprocess.run([sys.executable, str(CLAIMS), "--out", str(out)], check=True)
-    assert pd.read_csv(out)["answer"].str.startswith("Not measured in this run").all()

@@ -28,6 +28,7 @@ class RunSet:
     flops: Callable | None = None          # spec -> FLOPs of one training sample (dlbench.flops); None: not counted
     runs_as: str | None = None   # the run set whose framework modules and initial weights its runs share (the
                                  # memory pass runs the training's); None: its own
+    sample: str = "samples"      # what one sample of its throughput is (images, reviews): samples/s's unit
     timed: bool = True           # its throughput is a measurement (the headline has its ratios); the memory
                                  # pass's runs take a few steps, their time is not one
 

@@ -275,12 +275,13 @@ def draw_weights(draw, model):
     draw.linear("classifier", features, model.classes, zero_bias=True)
 
 
-RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),
-            RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec),
+RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights, flops=train_flops,
+                   sample="images"),
+            RunSet("chestxray-loader", ChestXrayLoaderSpec, LOADER_COLUMNS, loader_runs, loader_spec, sample="images"),
             RunSet("chestxray-preprocess", ChestXrayPreprocessSpec, PREPROCESS_COLUMNS, library_runs, preprocess_spec,
-                   subject="library", environment=library_env),
+                   subject="library", environment=library_env, sample="images"),
             RunSet("chestxray-decode", ChestXrayDecodeSpec, DECODE_COLUMNS, decode_runs, decode_spec,
-                   subject="library", environment=library_env))
+                   subject="library", environment=library_env, sample="images"))
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
 TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput only

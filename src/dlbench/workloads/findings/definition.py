@@ -1,13 +1,16 @@
-"""The studies' claims, answered from this run's tables: no runs of its own, one table
-(results/tables/survey-claims.csv: each claim, one sentence answering it, the figures behind the
-sentence and the tables they come from). What the workflow knows of it; dlbench.workloads says
-what a definition holds."""
+"""What this run found, the report's first view: no runs of its own. From the tables of the
+configured workloads: the replication table (every claim of the studies, with a verdict computed
+from this run's tables and the criterion it used), the summary (the machine and versions; per timed
+run set the fastest framework at each point and a forest plot of every framework's throughput
+relative to one reference) that report/workflow.rst shows first, the lines of framework-specific
+code per framework and workload, and where the run's time went. What the workflow knows of it;
+dlbench.workloads says what a definition holds."""
 
 RUN_SETS = ()
-FIGURES = ()
-TABLES = ("claims",)
+FIGURES = ("code-lines", "time")
+TABLES = ("replication", "code-lines", "time")
 TARGET = None
-READS = ("mnist", "imdb", "chestxray", "memory")   # the workloads whose tables answer the claims
+SUMMARY = "results/findings/summary.html"   # report/workflow.rst includes it
 
 
 def check(config):

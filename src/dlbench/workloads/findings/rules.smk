@@ -1,28 +1,55 @@
-# The survey's claims (definition.py): one sentence each, from the ratios and memory tables of the
-# configured workloads; a claim whose tables this run lacks says what would measure it.
-from dlbench.workloads.survey.definition import READS as SURVEY_READS
+# What this run found (definition.py): the replication table and the summary that the report's
+# first view shows (report/workflow.rst), from the tables of the configured workloads; a claim whose
+# tables this run lacks says what would measure it.
+from dlbench.workloads.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
-SURVEY_FOLDER = Path(workflow.current_basedir)
-SURVEY_RATIOS = [f"results/tables/{workload}-ratios.csv" for workload in SURVEY_READS
-                 if workload in WORKLOADS and workload in RUN_SETS]
-SURVEY_MEMORY = ["results/tables/memory-peaks.csv"] if "memory" in WORKLOADS else []
+FINDINGS_FOLDER = Path(workflow.current_basedir)
+FINDINGS_SCRIPTS = [FINDINGS_FOLDER / "scripts" / "replication.py", FINDINGS_FOLDER / "scripts" / "summary.py"]
+TIMED_SETS = [name for name in record_sets() if RUN_SETS[name][1].timed]
+# the tables the claims read, where their workload is configured
+FINDINGS_CLAIM_TABLES = [table for workload, table in [
+    ("mnist", "mnist-ratios"), ("mnist", "mnist-convergence"), ("imdb", "imdb-ratios"),
+    ("chestxray", "chestxray-ratios"), ("chestxray", "chestxray-loader-verdict"), ("chestxray", "chestxray-test-auc"),
+    ("onnx", "onnx-runtimes"), ("memory", "memory-peaks"), ("findings", "findings-code-lines")]
+    if workload in WORKLOADS and (workload not in RUN_SETS or workload in record_sets())]
 
 
-rule survey_claims:
+include: "code_lines.smk"
+include: "time.smk"
+
+
+rule findings:
     output:
-        report("results/tables/survey-claims.csv", caption="report/claims-table.rst", category="survey",
-               labels={"table": "the studies' claims, answered"}),
+        replication=report("results/tables/findings-replication.csv", caption="report/replication-table.rst",
+                           category="findings", labels={"table": "the studies' claims, this run's verdicts"}),
+        summary=FINDINGS_SUMMARY,
+        ratios=[report(f"results/figures/findings/ratios-{name}.png", caption="report/ratios-figure.rst",
+                       category="findings", labels={"figure": f"{name}: throughput against the reference"})
+                for name in TIMED_SETS],
     input:
-        ratios=SURVEY_RATIOS,
-        memory=SURVEY_MEMORY,
-        **script_inputs(SURVEY_FOLDER / "scripts" / "claims.py"),
+        claims=[f"results/tables/{table}.csv" for table in FINDINGS_CLAIM_TABLES],
+        points=[f"results/tables/{name}-points.csv" for name in TIMED_SETS],
+        ratios=[f"results/tables/{name}-ratios.csv" for name in TIMED_SETS],
+        runs=[f"results/tables/{name}-runs.csv" for name in TIMED_SETS],
+        environment=[f"results/tables/{name}-environment.csv" for name in TIMED_SETS],
+        scripts=[local(str(script)) for script in FINDINGS_SCRIPTS],
+        code=[local(f) for f in code_files(SRC, scripts=FINDINGS_SCRIPTS)],
         python=env_input("report"),
     params:
         python=run_python,
+        workloads=WORKLOADS,
+        frameworks=FRAMEWORKS,
+        synthetic="--synthetic-images" if "chestxray" in WORKLOADS and not config["chestxray"]["images_dir"] else "",
+        sets=TIMED_SETS,
+        samples=[RUN_SETS[name][1].sample for name in TIMED_SETS],
     log:
-        "results/logs/report/survey-claims.log",
+        "results/logs/report/findings.log",
     conda:
         str(ENVS / "report.yaml")
     shell:
-        "{params.python:q} {input.script:q} --ratios {input.ratios:q} --memory {input.memory:q}"
-        " --out {output:q} > {log:q} 2>&1"
+        "({params.python:q} {input.scripts[0]:q} --tables-dir results/tables --workloads {params.workloads:q}"
+        " --frameworks {params.frameworks:q} {params.synthetic} --out {output.replication:q}"
+        " && {params.python:q} {input.scripts[1]:q} --sets {params.sets:q} --samples {params.samples:q}"
+        " --points {input.points:q} --ratios {input.ratios:q} --runs {input.runs:q}"
+        " --environment {input.environment:q} --replication {output.replication:q}"
+        " --figures results/figures/findings --out {output.summary:q}) > {log:q} 2>&1"

@@ -101,7 +101,7 @@ def draw_weights(draw, model):
     draw.linear("classifier", model.hidden, model.classes)
 
 
-RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),)
+RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="reviews"),)
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")

@@ -37,7 +37,7 @@ def product_flops(spec):
     return 2 * spec.size ** 3
 
 
-RUN_SETS = (RunSet("matmul", MatmulSpec, COLUMNS, runs, spec, flops=product_flops),)
+RUN_SETS = (RunSet("matmul", MatmulSpec, COLUMNS, runs, spec, flops=product_flops, sample="products"),)
 FIGURES = ("peak", "mfu")
 TABLES = ("mfu",)
 TARGET = None

@@ -82,7 +82,7 @@ def memory_spec(workload):
 def memory_run_set(workload):
     trained = training(workload)
     return RunSet(f"{workload}-memory", trained.spec_type, columns(workload), memory_rows(workload),
-                  memory_spec(workload), trained.draw_weights, runs_as=workload, timed=False)
+                  memory_spec(workload), trained.draw_weights, runs_as=workload, timed=False, sample=trained.sample)
 
 
 def search_template(config, framework, mode, threads):

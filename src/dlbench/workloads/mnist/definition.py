@@ -116,7 +116,7 @@ def draw_weights(draw, model):
                 draw.linear(str(index), n_in, n_out)
 
 
-RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops),)
+RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="images"),)
 FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes")
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section

@@ -99,7 +99,8 @@ def source_spec(config, model, threads):
     return source_definition.RUN_SETS[0].build(config, row, threads)
 
 
-RUN_SETS = (RunSet("onnx", OnnxSpec, COLUMNS, runs, spec, subject="runtime", environment=runtime_env),)
+RUN_SETS = (RunSet("onnx", OnnxSpec, COLUMNS, runs, spec, subject="runtime", environment=runtime_env,
+                   sample="inputs"),)
 FIGURES = ("runtimes",)
 TABLES = ("runtimes",)
 TARGET = None

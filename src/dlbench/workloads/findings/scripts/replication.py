@@ -1,13 +1,15 @@
-"""The survey's claims, each answered in one sentence from this run's tables:
+"""The replication table: every claim of the four studies this benchmark reproduces, each with a
+verdict computed from this run's tables, the criterion that verdict used, the figures behind it
+(with their intervals, or the range of the repeats) and the report figure that shows them.
 
-1. compiling (a graph, XLA, torch.compile, a hybridized block) makes training faster than eager
-   execution: every framework's compiled mode over its eager one, from the ratios tables;
-2. MXNet uses less memory than TensorFlow: their peak RSS for the same model and batch, each in its
-   default mode, from the memory pass;
-3. treating each CPU core as a device (TensorFlow's MirroredStrategy over N CPU devices) beats one
-   device with N threads: the ratios tables' N / 1 devices (mirrored).
+A verdict is one of VERDICTS. Throughput claims read the ratios tables (hierarchical bootstrap
+intervals): a claim that one side is faster holds where every interval lies above 1, does not
+hold where one lies below 1 (a counter-example), and is not resolved otherwise. Memory and epoch
+claims compare the repeats' ranges the same way. A claim whose measurement this run lacks says
+"not measured here" and why (the setting, or the part of the machine, that would measure it).
 
-python claims.py --ratios W-ratios.csv... --memory memory-peaks.csv --out survey-claims.csv
+python replication.py --tables-dir results/tables --workloads mnist imdb ... --synthetic-images
+    --out results/tables/findings-replication.csv
 """
 import argparse
 import os
@@ -18,123 +20,405 @@ import pandas as pd
 
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
 
-COLUMNS = ["claim", "answer", "figures", "source"]
+HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
+VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
+COLUMNS = ["study", "claim", "verdict", "criterion", "figures", "figure", "source"]
+
+IMDB_STUDY = "IMDB LSTM (Borealis AI)"
+DENSENET_STUDY = "multi-GPU DenseNet-121 (ilkarman)"
+MNIST_STUDY = "MNIST data-parallel (r-o-s-h-a-n)"
+SURVEY = "TensorFlow vs MXNet survey"
+# the framework comparisons of the ratios tables: "tensorflow (graph) / pytorch (eager)"
+CROSS = re.compile(r"(?P<num>[\w-]+) \((?P<num_mode>[\w-]+)\) / (?P<den>[\w-]+) \((?P<den_mode>[\w-]+)\)")
+DEVICES = re.compile(r"(\d+) / 1 devices \((?P<strategy>[\w-]+)\)")
 
 
 def interval(ratio, low, high):
     return f"{ratio:.2f}x" + ("" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]")
 
 
-def where(row, skip):
-    """The point of a ratios row, key=value, the compared keys left out."""
+def point_of(row, skip=()):
+    """A ratios row's point, key=value, without the columns that are not keys."""
     known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
              "below_minimum", "contended", *skip}
     return " ".join(f"{k}={v}" for k, v in row.items() if k not in known and pd.notna(v))
 
 
-def compiled_over_eager(ratios):
-    """Rows (framework, workload, compiled mode, eager mode, speed-up, low, high, point): each ratio of
-    a framework's modes of different kinds, as compiled / eager."""
+def by_intervals(lows, highs):
+    """The verdict of 'the ratio is above 1' at every point: HOLDS if every interval lies above 1,
+    FAILS if one lies below (a counter-example), else NOT_RESOLVED."""
+    if any(high < 1 for high in highs):
+        return FAILS
+    if all(low > 1 for low in lows):
+        return HOLDS
+    return NOT_RESOLVED
+
+
+def row(study, claim, verdict, criterion, figures="", figure="", source=""):
+    return dict(zip(COLUMNS, (study, claim, verdict, criterion, figures, figure, source)))
+
+
+class Tables:
+    """This run's tables, read on demand; a table the run did not make is None."""
+
+    def __init__(self, folder, workloads, frameworks):
+        self.folder, self.workloads, self.frameworks = Path(folder), workloads, frameworks
+
+    def read(self, name):
+        path = self.folder / f"{name}.csv"
+        return pd.read_csv(path) if path.exists() else None
+
+    def ratios(self, workload):
+        return self.read(f"{workload}-ratios") if workload in self.workloads else None
+
+
+def cross_framework(ratios, num, den):
+    """Rows of `num` over `den` in their default modes (either way round, turned to num / den)."""
     rows = []
-    for _, row in ratios.iterrows():
-        found = re.fullmatch(r"(\S+) / (\S+)", str(row["comparison"]))
-        framework = row["framework"]
-        if not found or not isinstance(framework, str) or framework not in FRAMEWORKS:
+    for _, r in ratios.iterrows():
+        found = CROSS.fullmatch(str(r["comparison"]))
+        if not found:
+            continue
+        pair = (found["num"], found["den"])
+        modes = (found["num_mode"], found["den_mode"])
+        if pair not in ((num, den), (den, num)) or any(
+                FRAMEWORKS[f].default_mode != m for f, m in zip(pair, modes) if f in FRAMEWORKS):
+            continue
+        ratio, low, high = r["ratio"], r["ci_low"], r["ci_high"]
+        if pair == (den, num):
+            ratio, low, high = 1 / ratio, 1 / high, 1 / low
+        rows.append({**r.to_dict(), "ratio": ratio, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
+
+
+def faster_claim(tables, study, claim, workload, num, den, figure):
+    criterion = (f"holds if every interval of {num} / {den} steady throughput ({workload}, each in its default "
+                 f"mode) lies above 1; does not hold if one lies below 1")
+    ratios = tables.ratios(workload)
+    missing = [f for f in (num, den) if f not in tables.frameworks]
+    if ratios is None or missing:
+        why = f"workload {workload} not configured" if ratios is None else f"{', '.join(missing)} not configured"
+        return row(study, claim, NOT_MEASURED, criterion, f"{why} (config workloads, frameworks)")
+    rows = cross_framework(ratios, num, den)
+    if rows.empty:
+        return row(study, claim, NOT_MEASURED, criterion, f"no {num} and {den} runs at one point of {workload}")
+    figures = "; ".join(f"{point_of(r)}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
+    return row(study, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures, figure,
+               f"{workload}-ratios.csv")
+
+
+def quicker_to_write(tables):
+    claim = "PyTorch is quicker to write (and debug)"
+    criterion = ("holds if PyTorch's IMDB module has the fewest lines of framework-specific code (without comments, "
+                 "docstrings and blank lines) of the configured frameworks; lines of code only: the time to write "
+                 "or debug is not measured")
+    lines = tables.read("findings-code-lines")
+    if lines is None or "imdb" not in set(lines["workload"]) or "pytorch" not in tables.frameworks:
+        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "no IMDB modules counted (workloads imdb, findings)")
+    imdb = lines[lines["workload"] == "imdb"].set_index("framework")["code_lines"]
+    fewer = imdb[imdb < imdb["pytorch"]]
+    figures = "; ".join(f"{f} {n:.0f}" for f, n in imdb.sort_values().items())
+    verdict = HOLDS if fewer.empty else FAILS
+    return row(IMDB_STUDY, claim, verdict, criterion, f"lines of code: {figures}",
+               "results/figures/findings/code-lines.png", "findings-code-lines.csv")
+
+
+def onnx_to_mxnet(tables):
+    claim = "A model moves from PyTorch to MXNet through ONNX"
+    criterion = ("holds if every exported model (onnx.models) runs in MXNet and predicts PyTorch's classes on every "
+                 "test input; does not hold if one cannot be imported or disagrees")
+    runtimes = tables.read("onnx-runtimes") if "onnx" in tables.workloads else None
+    if runtimes is None or "mxnet" not in set(runtimes["runtime"]):
+        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "the ONNX workload did not run MXNet (workloads onnx, "
+                                                               "frameworks mxnet)")
+    mxnet = runtimes[runtimes["runtime"] == "mxnet"].groupby("model").first()
+    moved = {m: r["ok"] > 0 and r["class_agreement"] == 1 for m, r in mxnet.iterrows()}
+    figures = "; ".join(
+        f"{m}: ran, class agreement {r['class_agreement']:.3f}, largest output difference {r['max_abs_difference']:.1e}"
+        if r["ok"] > 0 else f"{m}: not run ({r['not_ok']})" for m, r in mxnet.iterrows())
+    return row(IMDB_STUDY, claim, HOLDS if all(moved.values()) else FAILS, criterion, figures,
+               "results/figures/onnx/runtimes.png", "onnx-runtimes.csv")
+
+
+def devices_ratios(ratios, framework=None, strategy=None, model=None):
+    """N / 1 devices rows (default modes), optionally of one framework, strategy, model."""
+    if ratios is None:
+        return pd.DataFrame()
+    found = ratios["comparison"].astype(str).str.extract(DEVICES)
+    keep = found["strategy"].notna()
+    if framework:
+        keep &= ratios["framework"] == framework
+    if strategy:
+        keep &= found["strategy"] == strategy
+    if model and "model" in ratios:
+        keep &= ratios["model"] == model
+    rows = ratios[keep]
+    if "mode" in rows:
+        rows = rows_where(rows, lambda r: pd.isna(r["mode"]) or r["framework"] not in FRAMEWORKS or default_mode(r))
+    return rows
+
+
+def densenet_scales(tables):
+    claim = "Training DenseNet-121 on N devices is faster than on 1"
+    criterion = "holds if every framework's N / 1 devices steady throughput interval (DenseNet) lies above 1"
+    rows = devices_ratios(tables.ratios("chestxray"))
+    if rows.empty:
+        return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
+                   "DenseNet ran on one device only (chestxray.devices; 1 and 2 in presets/paper.yaml). The study's "
+                   "N GPUs: no GPU on this machine (README, GPUs)")
+    figures = "; ".join(f"{r['framework']} {r['comparison']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}"
+                        for _, r in rows.iterrows())
+    return row(DENSENET_STUDY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+               "results/figures/chestxray/train-minutes.png", "chestxray-ratios.csv")
+
+
+def real_files_cost(tables):
+    claim = "Training from real image files is slower than from synthetic tensors"
+    criterion = "holds if every framework's synthetic / real steady throughput interval (DenseNet) lies above 1"
+    ratios = tables.ratios("chestxray")
+    rows = pd.DataFrame() if ratios is None else ratios[
+        ratios["comparison"].astype(str).str.fullmatch(r"synthetic / real")]
+    if rows.empty:
+        return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
+                   "DenseNet trained on synthetic tensors only (chestxray.inputs; the NIH images are not "
+                   "downloadable offline: chestxray.images_dir)")
+    figures = "; ".join(f"{r['framework']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
+    return row(DENSENET_STUDY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+               "results/figures/chestxray/train-minutes.png", "chestxray-ratios.csv")
+
+
+def loader_bottleneck(tables):
+    claim = "The data loader is the bottleneck"
+    criterion = ("holds if a loader's decoded images/s interval lies below the trainer's images/s (it cannot keep "
+                 "DenseNet fed); does not hold if every loader's interval lies above it")
+    verdicts = tables.read("chestxray-loader-verdict") if "chestxray" in tables.workloads else None
+    if verdicts is None or verdicts.empty or verdicts["trainer_images_per_s"].isna().all():
+        return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
+                   "no loader or decoding run beside a DenseNet run (chestxray.decode, chestxray.loader)")
+    slow = verdicts["ci_high"] < verdicts["trainer_images_per_s"]
+    fast = verdicts["ci_low"] > verdicts["trainer_images_per_s"]
+    verdict = HOLDS if slow.any() else FAILS if fast.all() else NOT_RESOLVED
+    figures = "; ".join(f"{r['loader']} {r['workers']} workers: {r['images_per_s']:,.0f} [{r['ci_low']:,.0f}, "
+                        f"{r['ci_high']:,.0f}] images/s against the trainer's {r['trainer_images_per_s']:,.1f}"
+                        for _, r in verdicts.iterrows())
+    return row(DENSENET_STUDY, claim, verdict, criterion, figures, "results/figures/chestxray/loaders.png",
+               "chestxray-loader-verdict.csv")
+
+
+def similar_auc(tables, synthetic):
+    claim = "Every framework reaches a similar test AUC"
+    criterion = "holds if the ranges of the frameworks' repeats of test AUC (macro, 14 findings) overlap"
+    auc = tables.read("chestxray-test-auc") if "chestxray" in tables.workloads else None
+    if synthetic or auc is None or auc.empty:
+        return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
+                   "synthetic images carry no finding: their AUC is chance (chestxray.images_dir, the NIH PNGs)"
+                   if synthetic else "no DenseNet test AUC (workload chestxray)")
+    spread = auc.groupby("framework")["test_auc_macro"].agg(["mean", "min", "max"])
+    verdict = HOLDS if spread["min"].max() <= spread["max"].min() else FAILS
+    figures = "; ".join(f"{f} {r['mean']:.3f} ({r['min']:.3f}-{r['max']:.3f})" for f, r in spread.iterrows())
+    return row(DENSENET_STUDY, claim, verdict, criterion, figures, "results/figures/chestxray/auc.png",
+               "chestxray-test-auc.csv")
+
+
+def tensorflow_scales_better(tables):
+    claim = "TensorFlow scales up better than PyTorch DataParallel"
+    criterion = ("holds if TensorFlow's N / 1 devices interval (MirroredStrategy) lies above PyTorch DataParallel's "
+                 "at the same point; does not hold if it lies below")
+    ratios = tables.ratios("mnist")
+    tf = devices_ratios(ratios, "tensorflow", "mirrored")
+    pt = devices_ratios(ratios, "pytorch", "data-parallel")
+    if pt.empty or tf.empty:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion,
+                   "PyTorch DataParallel runs on GPUs only: not applicable on this machine's CPU (README, GPUs)"
+                   if pt.empty else "TensorFlow ran no MirroredStrategy point (mnist.strategies.tensorflow)")
+    keys = [k for k in ("model", "batch", "duplicate", "comparison") if k in tf]
+    both = tf.merge(pt, on=keys, suffixes=("_tf", "_pt"))
+    verdict = (HOLDS if (both["ci_low_tf"] > both["ci_high_pt"]).all() else
+               FAILS if (both["ci_high_tf"] < both["ci_low_pt"]).any() else NOT_RESOLVED)
+    figures = "; ".join(f"{r['comparison']}: TensorFlow {interval(r['ratio_tf'], r['ci_low_tf'], r['ci_high_tf'])}, "
+                        f"PyTorch {interval(r['ratio_pt'], r['ci_low_pt'], r['ci_high_pt'])}" for _, r in both.iterrows())
+    return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
+
+
+def slow_first_epoch(tables):
+    claim = "The first epoch is slower than the second"
+    criterion = ("holds if, in every framework (its default mode, one device), every repeat's first epoch took longer "
+                 "than its second; does not hold if in one framework every repeat's first epoch was the shorter")
+    convergence = tables.read("mnist-convergence") if "mnist" in tables.workloads else None
+    if convergence is None or convergence.empty:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "workload mnist not configured")
+    ok = rows_where(convergence[(convergence["status"] == "ok") & (convergence["devices"] == 1)], default_mode)
+    epochs = ok.pivot_table(index=["framework", "run_id"], columns="segment", values="wall_s")
+    if 1 not in epochs or 2 not in epochs:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "fewer than two convergence epochs (mnist.convergence_epochs)")
+    ratio = (epochs[1] / epochs[2]).groupby(level="framework").agg(["median", "min", "max"])
+    verdict = HOLDS if (ratio["min"] > 1).all() else FAILS if (ratio["max"] < 1).any() else NOT_RESOLVED
+    figures = "; ".join(f"{f} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})" for f, r in ratio.iterrows())
+    return row(MNIST_STUDY, claim, verdict, criterion, f"first / second epoch time, median (range of repeats): {figures}",
+               "results/figures/mnist/first-vs-second-epoch.png", "mnist-convergence.csv")
+
+
+def small_model_does_not_scale(tables):
+    claim = "The small model does not gain from more devices"
+    criterion = ("holds if every N / 1 devices interval of the small model lies below 1 (slower on more devices); "
+                 "does not hold if one lies above 1 (a gain)")
+    rows = devices_ratios(tables.ratios("mnist"), model="small")
+    if rows.empty:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "no small-model run on several devices (mnist.devices)")
+    verdict = FAILS if (rows["ci_low"] > 1).any() else HOLDS if (rows["ci_high"] < 1).all() else NOT_RESOLVED
+    figures = "; ".join(f"{r['framework']} {r['comparison']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}"
+                        for _, r in rows.iterrows())
+    return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
+
+
+def kinds_pairs(ratios):
+    """A framework's compiled mode over its eager one, from its modes' ratios rows."""
+    rows = []
+    for _, r in ratios.iterrows():
+        found = re.fullmatch(r"([\w-]+) / ([\w-]+)", str(r["comparison"]))
+        framework = r["framework"]
+        if not found or framework not in FRAMEWORKS:
             continue
         kinds = dict(FRAMEWORKS[framework].modes)
-        num, base = found.groups()
-        if {kinds.get(num), kinds.get(base)} != {COMPILED, EAGER}:
+        num, den = found.groups()
+        if {kinds.get(num), kinds.get(den)} != {COMPILED, EAGER}:
             continue
-        ratio, low, high = row["ratio"], row["ci_low"], row["ci_high"]
-        if kinds[num] == EAGER:  # eager / compiled: turned round
-            num, base, ratio, low, high = base, num, 1 / ratio, 1 / high, 1 / low
-        rows.append({"framework": framework, "workload": row["workload"], "compiled": num, "eager": base,
-                     "speedup": ratio, "low": low, "high": high, "point": where(row, {"mode"})})
-    return pd.DataFrame(rows, columns=["framework", "workload", "compiled", "eager", "speedup", "low", "high",
-                                       "point"])
+        ratio, low, high = r["ratio"], r["ci_low"], r["ci_high"]
+        if kinds[num] == EAGER:
+            num, den, ratio, low, high = den, num, 1 / ratio, 1 / high, 1 / low
+        rows.append({"framework": framework, "workload": r["workload"], "compiled": num, "eager": den,
+                     "ratio": ratio, "ci_low": low, "ci_high": high})
+    return pd.DataFrame(rows)
 
 
-def claim_compiling(ratios, sources):
-    pairs = compiled_over_eager(ratios)
+def graphs_faster(tables):
+    claim = "Graphs (compiled modes) train faster than imperative code"
+    criterion = ("holds if every framework's compiled / eager steady throughput interval lies above 1; does not hold "
+                 "if one lies below 1")
+    frames = [t for t in map(tables.ratios, ("mnist", "imdb", "chestxray")) if t is not None]
+    pairs = kinds_pairs(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
     if pairs.empty:
-        return ("Compiling makes training faster than eager execution",
-                "Not measured in this run: no framework ran a compiled and an eager mode of one point "
-                "(the workloads' modes settings; config.yaml runs every mode on MNIST).", "", "")
-    faster = pairs[pairs["low"] > 1]
-    slower = pairs[pairs["high"] < 1]
-    ordered = pairs.sort_values("speedup", ascending=False)
-    figures = "; ".join(f"{r.framework} {r.compiled} / {r.eager} ({r.workload}): {interval(r.speedup, r.low, r.high)}"
-                        for r in ordered.itertuples())
-    best, worst = ordered.iloc[0], ordered.iloc[-1]
-    answer = (f"Here compiling was faster in {len(faster)} of {len(pairs)} framework-mode pairs and slower in "
-              f"{len(slower)} (the rest within the noise): from {best['framework']} {best['compiled']} at "
-              f"{interval(best['speedup'], best['low'], best['high'])} its {best['eager']} speed to "
-              f"{worst['framework']} {worst['compiled']} at {interval(worst['speedup'], worst['low'], worst['high'])}.")
-    return "Compiling makes training faster than eager execution", answer, figures, sources
+        return row(SURVEY, claim, NOT_MEASURED, criterion, "no framework ran a compiled and an eager mode of one point "
+                                                           "(mnist.modes)")
+    figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({r['workload']}): "
+                        f"{interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in pairs.iterrows())
+    return row(SURVEY, claim, by_intervals(pairs["ci_low"], pairs["ci_high"]), criterion, figures,
+               "results/figures/mnist/modes.png", "mnist-ratios.csv")
 
 
-def claim_memory(peaks, source):
-    title = "MXNet uses less memory than TensorFlow for the same model and batch"
-    if peaks is None or peaks.empty:
-        return title, "Not measured in this run: the memory pass (workload memory) did not run.", "", ""
-    default = peaks[peaks.apply(lambda r: r["framework"] in FRAMEWORKS
-                                and r["mode"] == FRAMEWORKS[r["framework"]].default_mode, axis=1)]
-    mx = default[default["framework"] == "mxnet"].set_index(["workload", "batch"])
-    tf = default[default["framework"] == "tensorflow"].set_index(["workload", "batch"])
-    both = mx.join(tf, lsuffix="_mxnet", rsuffix="_tensorflow", how="inner")
-    if both.empty:
-        return title, "Not measured in this run: MXNet and TensorFlow share no point of the memory pass.", "", ""
-    less = both[both["peak_rss_max_mib_mxnet"] < both["peak_rss_min_mib_tensorflow"]]
-    more = both[both["peak_rss_min_mib_mxnet"] > both["peak_rss_max_mib_tensorflow"]]
-    figures = "; ".join(f"{workload} batch {batch}: MXNet {r['peak_rss_mib_mxnet']:.0f} MiB vs TensorFlow "
-                        f"{r['peak_rss_mib_tensorflow']:.0f} MiB" for (workload, batch), r in both.iterrows())
-    slopes = both.dropna(subset=["mib_per_sample_mxnet", "mib_per_sample_tensorflow"]).groupby(level=0).first()
-    per_sample = "; ".join(f"{w}: {r['mib_per_sample_mxnet']:.1f} vs {r['mib_per_sample_tensorflow']:.1f} MiB"
-                           for w, r in slopes.iterrows())
-    answer = (f"MXNet's training process peaked below TensorFlow's (every repeat) at {len(less)} of {len(both)} "
-              f"points of the same model and batch, above it at {len(more)}"
-              + (f"; a sample of the batch costs MXNet vs TensorFlow {per_sample}" if per_sample else "") + ".")
-    return title, answer, figures, source
+def memory_pairs(peaks, left, right):
+    """Peaks of `left` and `right` (functions of a peaks row: True for its side) at the same
+    workload, batch and framework-free point, side by side."""
+    return rows_where(peaks, left).merge(rows_where(peaks, right), on=["workload", "batch"], suffixes=("_a", "_b"))
 
 
-def claim_devices(ratios, sources):
-    title = "TensorFlow gains by treating each CPU core as a device"
-    mirrored = ratios[(ratios["framework"] == "tensorflow")
-                      & ratios["comparison"].astype(str).str.fullmatch(r"\d+ / 1 devices \(mirrored\)")]
-    if "mode" in mirrored:
-        mirrored = mirrored[mirrored["mode"].isna() | (mirrored["mode"] == FRAMEWORKS["tensorflow"].default_mode)]
-    if mirrored.empty:
-        return (title, "Not measured in this run: TensorFlow ran no MirroredStrategy point on several CPU devices "
-                       "(mnist.devices [1, 2] with strategies.tensorflow [mirrored]).", "", "")
-    figures = "; ".join(f"{r['workload']} {where(r, {'devices', 'strategy'})}: {r['comparison']} "
-                        f"{interval(r['ratio'], r['ci_low'], r['ci_high'])} ({r['verdict']})"
-                        for _, r in mirrored.iterrows())
-    first = mirrored.iloc[0]
-    answer = (f"TensorFlow's MirroredStrategy over CPU devices gave "
-              f"{interval(first['ratio'], first['ci_low'], first['ci_high'])} the throughput of one device with "
-              f"the same threads ({first['comparison']}, {first['workload']}, "
-              f"per-device batch: {first['verdict']}).")
-    return title, answer, figures, sources
+def rows_where(frame, test):
+    """The rows for which test(row) is true (an empty frame keeps its columns)."""
+    return frame[frame.apply(test, axis=1).astype(bool)] if len(frame) else frame
+
+
+def less_memory(pairs):
+    """HOLDS if side a peaked below b in every repeat at every point, FAILS if above at one."""
+    below = pairs["peak_rss_max_mib_a"] < pairs["peak_rss_min_mib_b"]
+    above = pairs["peak_rss_min_mib_a"] > pairs["peak_rss_max_mib_b"]
+    return FAILS if above.any() else HOLDS if below.all() else NOT_RESOLVED
+
+
+def default_mode(r):
+    return r["framework"] in FRAMEWORKS and r["mode"] == FRAMEWORKS[r["framework"]].default_mode
+
+
+def mxnet_less_memory(tables):
+    claim = "MXNet uses less memory than TensorFlow"
+    criterion = ("holds if MXNet's training process peaked below TensorFlow's (resident memory, every repeat) at every "
+                 "point of the same model and batch, each in its default mode; does not hold if above at one")
+    peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
+    pairs = pd.DataFrame() if peaks is None else memory_pairs(
+        peaks, lambda r: r["framework"] == "mxnet" and default_mode(r),
+        lambda r: r["framework"] == "tensorflow" and default_mode(r))
+    if pairs.empty:
+        return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass did not run MXNet and TensorFlow "
+                                                           "(workloads memory)")
+    figures = "; ".join(f"{r['workload']} batch {r['batch']}: MXNet {r['peak_rss_mib_a']:.0f} MiB, TensorFlow "
+                        f"{r['peak_rss_mib_b']:.0f} MiB" for _, r in pairs.iterrows())
+    return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
+               "memory-peaks.csv")
+
+
+def graphs_less_memory(tables):
+    claim = "Graphs (compiled modes) use less memory than imperative code"
+    criterion = ("holds if, in every framework with both kinds of mode, the compiled mode peaked below the eager one "
+                 "(every repeat) at every point; does not hold if above at one")
+    peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
+    frames = []
+    for framework, spec in FRAMEWORKS.items():
+        kinds = dict(spec.modes)
+        if peaks is None or COMPILED not in kinds.values() or EAGER not in kinds.values():
+            continue
+        ours = peaks[peaks["framework"] == framework]
+        pairs = memory_pairs(ours, lambda r: kinds.get(r["mode"]) == COMPILED, lambda r: kinds.get(r["mode"]) == EAGER)
+        frames.append(pairs.assign(framework=framework))
+    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if pairs.empty:
+        return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass ran no framework in a compiled and an "
+                                                           "eager mode (mnist.modes, workloads memory)")
+    figures = "; ".join(f"{r['framework']} {r['mode_a']} {r['peak_rss_mib_a']:.0f} vs {r['mode_b']} "
+                        f"{r['peak_rss_mib_b']:.0f} MiB ({r['workload']} batch {r['batch']})" for _, r in pairs.iterrows())
+    return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
+               "memory-peaks.csv")
+
+
+def tensorflow_core_devices(tables):
+    claim = "TensorFlow gains by treating each CPU core as a device"
+    criterion = ("holds if TensorFlow's MirroredStrategy over N CPU devices / 1 device with the same threads lies "
+                 "above 1; does not hold if below")
+    rows = devices_ratios(tables.ratios("mnist"), "tensorflow", "mirrored")
+    if rows.empty:
+        return row(SURVEY, claim, NOT_MEASURED, criterion, "TensorFlow ran no MirroredStrategy point on several CPU "
+                                                           "devices (mnist.devices, mnist.strategies.tensorflow)")
+    figures = "; ".join(f"{point_of(r, {'devices', 'strategy'})}: {r['comparison']} "
+                        f"{interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
+    return row(SURVEY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+               "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
+
+
+def replication(tables, synthetic):
+    return pd.DataFrame([
+        faster_claim(tables, IMDB_STUDY, "MXNet trains the LSTM faster than PyTorch", "imdb", "mxnet", "pytorch",
+                     "results/figures/findings/ratios-imdb.png"),
+        quicker_to_write(tables),
+        onnx_to_mxnet(tables),
+        densenet_scales(tables),
+        real_files_cost(tables),
+        loader_bottleneck(tables),
+        similar_auc(tables, synthetic),
+        faster_claim(tables, MNIST_STUDY, "TensorFlow processes more images per second than PyTorch", "mnist",
+                     "tensorflow", "pytorch", "results/figures/findings/ratios-mnist.png"),
+        tensorflow_scales_better(tables),
+        slow_first_epoch(tables),
+        small_model_does_not_scale(tables),
+        mxnet_less_memory(tables),
+        graphs_faster(tables),
+        graphs_less_memory(tables),
+        tensorflow_core_devices(tables),
+    ], columns=COLUMNS)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--ratios", nargs="*", default=[], help="the training workloads' ratios tables")
-    parser.add_argument("--memory", nargs="*", default=[], help="the memory pass's peaks table (none: not run)")
+    parser.add_argument("--tables-dir", required=True, type=Path, help="results/tables")
+    parser.add_argument("--workloads", nargs="*", default=[], help="the configured workloads")
+    parser.add_argument("--frameworks", nargs="*", default=[], help="the configured frameworks")
+    parser.add_argument("--synthetic-images", action="store_true", help="DenseNet's images are synthetic")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
-    frames = [frame for frame in map(pd.read_csv, args.ratios) if len(frame)]
-    ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
-        columns=["workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict"])
-    peaks = pd.read_csv(args.memory[0]) if args.memory else None
-    sources = " ".join(Path(p).name for p in args.ratios)
-    claims = [claim_compiling(ratios, sources), claim_memory(peaks, " ".join(Path(p).name for p in args.memory)),
-              claim_devices(ratios, sources)]
+    tables = Tables(args.tables_dir, args.workloads, args.frameworks)
+    claims = replication(tables, args.synthetic_images)
     tmp = args.out.with_name(args.out.name + ".tmp")
-    pd.DataFrame(claims, columns=COLUMNS).to_csv(tmp, index=False)
+    claims.to_csv(tmp, index=False)
     os.replace(tmp, args.out)
-    for claim, answer, _, _ in claims:
-        print(f"{claim}: {answer}")
+    for _, claim in claims.iterrows():
+        print(f"{claim['study']}: {claim['claim']}: {claim['verdict']}")
 
 
 if __name__ == "__main__":

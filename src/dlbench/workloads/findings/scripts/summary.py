@@ -1,0 +1,251 @@
+"""What this run found, the report's first view (report/workflow.rst includes it): the machine,
+numerics and versions the numbers come from; per timed run set, the fastest framework at each
+point with its interval (and the ones it is not separated from), and a forest plot of every
+framework's steady throughput relative to one reference; the studies' claims with their verdicts
+(the replication table). An HTML fragment, its figures inlined, its links opening the report's
+figures.
+
+python summary.py --sets mnist imdb ... --samples images reviews ... --points P... --ratios R...
+    --runs R... --environment E... --replication findings-replication.csv
+    --figures results/figures/findings --out results/findings/summary.html
+"""
+import argparse
+import base64
+import html
+import os
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.plots import interval_plot
+from dlbench.stats import plain
+
+SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
+NOT_KEYS = {"workload", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", "unstable", "below_minimum",
+            "contended", *SUBJECTS}
+# "tensorflow (graph) / pytorch (eager)", or "pillow-simd / pillow" where a subject has no mode
+CROSS = re.compile(r"(?P<num>[\w.-]+)(?: \((?P<num_mode>[\w-]+)\))? / (?P<den>[\w.-]+)(?: \((?P<den_mode>[\w-]+)\))?")
+VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not resolved at these repeats": "open",
+                 "not measured here": "absent"}
+
+
+def subject_of(frame):
+    """Each row's framework, library or runtime (the one column of them that is set)."""
+    names = pd.Series("", index=frame.index, dtype=str)
+    for column in SUBJECTS:
+        if column in frame:
+            names = names.where(names != "", frame[column].astype(object).where(frame[column].notna(), "").astype(str))
+    return names
+
+
+def point_keys(frame):
+    return [c for c in frame.columns if c not in NOT_KEYS
+            and c not in {"repeats", "units", "steps", "mean", "median", "q25", "q75", "iqr", "cv_within", "cv_between"}]
+
+
+def where(row, keys):
+    return " ".join(f"{k}={plain(row[k])}" for k in keys if pd.notna(row[k]))
+
+
+def in_default_mode(points):
+    """Frameworks in their default mode; libraries and runtimes have none."""
+    if "mode" not in points:
+        return points
+    return points[points.apply(lambda r: pd.isna(r.get("mode")) or r.get("framework") not in FRAMEWORKS
+                               or r["mode"] == FRAMEWORKS[r["framework"]].default_mode, axis=1)]
+
+
+def cross_rows(ratios):
+    """The ratios rows that compare two subjects: columns num, den added."""
+    found = ratios["comparison"].astype(str).str.fullmatch(CROSS.pattern)
+    rows = ratios[found].copy()
+    parts = rows["comparison"].astype(str).str.extract(CROSS)
+    rows["num"], rows["den"] = parts["num"], parts["den"]
+    return rows[rows["num"] != rows["den"]]
+
+
+def ratio_between(cross, keys, point, a, b):
+    """a / b at a point (ratio, low, high), from either way round; None if not compared."""
+    same = cross
+    for k in keys:
+        same = same[(same[k] == point[k]) | (same[k].isna() & pd.isna(point[k]))] if k in same else same
+    for num, den, flip in ((a, b, False), (b, a, True)):
+        hit = same[(same["num"] == num) & (same["den"] == den)]
+        if len(hit):
+            r = hit.iloc[0]
+            return (1 / r["ratio"], 1 / r["ci_high"], 1 / r["ci_low"]) if flip else (r["ratio"], r["ci_low"], r["ci_high"])
+    return None
+
+
+def fmt(value):
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.3g}"
+
+
+def with_interval(value, low, high, number=fmt):
+    """'12 [10, 14]', or the value said to be one sample."""
+    if pd.isna(low) or pd.isna(high):
+        return f"{number(value)} (one repeat: no interval)"
+    return f"{number(value)} [{number(low)}, {number(high)}]"
+
+
+def two(value):
+    return f"{value:.2f}"
+
+
+def leaders(points, ratios, sample):
+    """One sentence per point with two or more subjects: the fastest, its interval, and the ones
+    whose ratio to it is within the noise."""
+    points = in_default_mode(points).assign(subject=lambda f: subject_of(f))
+    keys = [k for k in point_keys(points) if k != "subject"]
+    cross = cross_rows(ratios)
+    sentences = []
+    groups = points.groupby(keys, dropna=False, sort=False) if keys else [((), points)]
+    for _, group in groups:
+        if group["subject"].nunique() < 2:
+            continue
+        ranked = group.sort_values("mean", ascending=False)
+        best = ranked.iloc[0]
+        tied, behind, apart = [], [], []
+        for _, other in ranked.iloc[1:].iterrows():
+            found = ratio_between(cross, keys, best, other["subject"], best["subject"])
+            if found is None:   # a run set compares only with its reference (onnx's runtimes)
+                apart.append(other["subject"])
+                continue
+            ratio, low, high = found
+            (tied if pd.isna(high) or high >= 1 else behind).append(
+                f"{other['subject']} {with_interval(ratio, low, high, two)}")
+        point = where(best, keys)
+        text = (f"<b>{html.escape(point or 'every point')}</b>: fastest {html.escape(best['subject'])}, "
+                f"{with_interval(best['mean'], best['ci_low'], best['ci_high'])} {sample}/s")
+        if tied:
+            text += f"; <em>not resolved</em> against {html.escape(', '.join(tied))} (their ratio to it)"
+        if behind:
+            text += f"; ahead of {html.escape(', '.join(behind))}"
+        if apart:
+            text += f"; not compared with {html.escape(', '.join(apart))} (a lower mean)"
+        sentences.append(text + ".")
+    return sentences
+
+
+def forest(ratios, points, path, title, sample):
+    """Every subject's steady throughput over the run set's reference (the denominator of its
+    first comparison), at each point, with its interval."""
+    cross = cross_rows(ratios)
+    if cross.empty:
+        interval_plot(cross, pd.Series(dtype=str), "ratio", "ci_low", "ci_high", path, title, "")
+        return None
+    reference = cross.iloc[0]["den"]
+    rows = cross[cross["den"] == reference].reset_index(drop=True)
+    keys = [k for k in point_keys(rows) if k not in {"num", "den"} and rows[k].nunique() > 1]
+    labels = rows["num"] + rows.apply(lambda r: f" ({where(r, keys)})" if keys else "", axis=1)
+    interval_plot(rows.assign(framework=rows["num"]), labels.astype(str), "ratio", "ci_low", "ci_high", path,
+                  f"{title}: how fast is each against {reference}?",
+                  f"steady {sample}/s over {reference}'s (95% interval; 1, dotted: as fast)", reference=1)
+    return reference
+
+
+def machine(environments, runs):
+    """One paragraph: CPU, GPUs, numerics, framework versions, commit."""
+    env = pd.concat(environments, ignore_index=True)
+    cpus = sorted(set(env["cpu"].dropna().astype(str)))
+    flags = sorted(set(" ".join(env["cpu_flags"].dropna().astype(str)).split()))
+    gpus = sorted(set(env["gpus"].dropna().astype(str)))
+    versions = env.dropna(subset=["framework"]).drop_duplicates("framework")
+    versions = ", ".join(f"{r['framework']} {r['framework_version']}" for _, r in versions.iterrows())
+    libraries = env.dropna(subset=["library"]).drop_duplicates("library") if "library" in env else env.iloc[:0]
+    libraries = ", ".join(f"{r['library']} {r['library_version']}" for _, r in libraries.iterrows())
+    commits = sorted(set(env["git_commit"].dropna().astype(str).str[:10]))
+    runs = pd.concat(runs, ignore_index=True)
+    numerics = sorted(set(runs["numerics"].dropna().astype(str))) if "numerics" in runs else []
+    cores = sorted(set(env["cpu_count"].dropna().astype(int).astype(str)))
+    parts = [f"<b>CPU</b> {html.escape('; '.join(cpus))}, {'/'.join(cores)} cores "
+             f"({html.escape(' '.join(f for f in flags if f.startswith('avx')))})",
+             f"<b>GPUs</b> {html.escape('; '.join(gpus) or 'none')}",
+             f"<b>numerics</b> {html.escape(', '.join(numerics) or 'not recorded')} (denormals)",
+             f"<b>frameworks</b> {html.escape(versions)}"]
+    if libraries:
+        parts.append(f"<b>image libraries</b> {html.escape(libraries)}")
+    parts.append(f"<b>commit</b> {html.escape(', '.join(commits))}")
+    return "; ".join(parts) + "."
+
+
+def report_link(path, text):
+    """A link that opens a figure of the report (its own showResultInfo, as Snakemake's rst links)."""
+    return f"<a href=\"javascript:app.showResultInfo('{quote(str(path), safe='/')}')\">{html.escape(text)}</a>"
+
+
+def inline_png(path, alt):
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width:100%">'
+
+
+def replication_table(claims):
+    rows = []
+    for _, c in claims.iterrows():
+        figure = report_link(c["figure"], Path(c["figure"]).name) if isinstance(c["figure"], str) and c["figure"] else ""
+        rows.append(f"<tr><td>{html.escape(c['study'])}</td><td>{html.escape(c['claim'])}</td>"
+                    f"<td class=\"{VERDICT_CLASS[c['verdict']]}\">{html.escape(c['verdict'])}</td>"
+                    f"<td>{html.escape(str(c['figures']) if pd.notna(c['figures']) else '')}"
+                    f"<br><small>{html.escape(c['criterion'])}</small></td><td>{figure}</td></tr>")
+    return ("<table class=\"replication\"><tr><th>study</th><th>claim</th><th>this run's verdict</th>"
+            "<th>the figures behind it; the criterion</th><th>figure</th></tr>" + "".join(rows) + "</table>")
+
+
+STYLE = """<style>
+#dlbench-findings table { font-size: 0.8em; border-collapse: collapse; }
+#dlbench-findings td, #dlbench-findings th { border: 1px solid #ddd; padding: 2px 4px; vertical-align: top; }
+#dlbench-findings td.holds { background: #e3f4e3; } #dlbench-findings td.fails { background: #fbe3e3; }
+#dlbench-findings td.open { background: #fdf5d8; } #dlbench-findings td.absent { color: #777; }
+/* Snakemake's landing column is narrow (max-w-lg): the findings take the room they need */
+.max-w-lg:has(#dlbench-findings) { max-width: 64rem; }
+</style>"""
+
+
+def summary(args):
+    claims = pd.read_csv(args.replication)
+    parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(list(map(pd.read_csv, args.environment)), list(map(pd.read_csv, args.runs)))}</p>",
+             "<p>Steady throughput, each point's mean over its repeats (separate processes) with its 95% hierarchical "
+             "bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>"]
+    args.figures.mkdir(parents=True, exist_ok=True)
+    for name, sample, points, ratios in zip(args.sets, args.samples, args.points, args.ratios):
+        points, ratios = pd.read_csv(points), pd.read_csv(ratios)
+        figure = args.figures / f"ratios-{name}.png"
+        forest(ratios, points, figure, name, sample)
+        sentences = leaders(points, ratios, sample) if len(points) else []
+        parts.append(f"<h3>{html.escape(name)} ({html.escape(sample)}/s)</h3>")
+        parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>" if sentences
+                     else "<p>No point ran two of them: nothing to compare.</p>")
+        parts.append(inline_png(figure, f"{name}: throughput relative to the reference"))
+    parts += ["<h3>The studies' claims: this run's verdicts</h3>",
+              "<p>Each verdict is computed from this run's tables by the criterion beside it "
+              f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",
+              replication_table(claims)]
+    return "<div id=\"dlbench-findings\">" + "\n".join(parts) + "</div>\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sets", nargs="+", required=True, help="the timed run sets")
+    parser.add_argument("--samples", nargs="+", required=True, help="each set's sample (images, reviews)")
+    parser.add_argument("--points", nargs="+", required=True, help="each set's points table")
+    parser.add_argument("--ratios", nargs="+", required=True, help="each set's ratios table")
+    parser.add_argument("--runs", nargs="+", required=True, help="the runs tables (numerics)")
+    parser.add_argument("--environment", nargs="+", required=True, help="the environment tables")
+    parser.add_argument("--replication", required=True)
+    parser.add_argument("--figures", required=True, type=Path, help="folder of the forest plots")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args()
+    if not len(args.sets) == len(args.samples) == len(args.points) == len(args.ratios):
+        parser.error("--sets, --samples, --points and --ratios need one entry per run set")
+    page = summary(args)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(page)
+    os.replace(tmp, args.out)
+
+
+if __name__ == "__main__":
+    main()

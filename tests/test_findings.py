@@ -1,0 +1,152 @@
+"""What this run found: the replication table's verdicts computed from tables, by their criteria,
+and the summary the report opens with (tests/test_report_view.py looks at it in a browser)."""
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import REPO, venv_python
+
+FINDINGS = REPO / "src/dlbench/workloads/findings/scripts"
+FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
+
+
+def ratio_row(comparison, ratio, low, high, framework=None, mode=None, devices=1, model="small", workload="mnist"):
+    return {"workload": workload, "comparison": comparison, "framework": framework, "batch": 64, "devices": devices,
+            "mode": mode, "model": model, "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": "",
+            "unstable": False, "below_minimum": False, "contended": False}
+
+
+def peak_row(framework, mode, batch, rss, workload="mnist"):
+    return {"workload": workload, "framework": framework, "mode": mode, "batch": batch, "repeats": 2,
+            "peak_rss_mib": rss, "peak_rss_min_mib": rss - 5, "peak_rss_max_mib": rss + 5, "peak_pss_mib": rss,
+            "parameters": 1, "mib_per_sample": 1.0}
+
+
+def replication(tables, tmp_path, workloads, frameworks=FRAMEWORKS, synthetic=True):
+    folder = tmp_path / "tables"
+    folder.mkdir(exist_ok=True)
+    for name, frame in tables.items():
+        pd.DataFrame(frame).to_csv(folder / f"{name}.csv", index=False)
+    out = tmp_path / "replication.csv"
+    subprocess.run([sys.executable, str(FINDINGS / "replication.py"), "--tables-dir", str(folder),
+                    "--workloads", *workloads, "--frameworks", *frameworks, *(["--synthetic-images"] * synthetic),
+                    "--out", str(out)], check=True, capture_output=True)
+    return pd.read_csv(out).set_index("claim")
+
+
+def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
+    """TensorFlow / PyTorch above 1 everywhere: holds, whichever way the ratio was taken; MXNet /
+    PyTorch below 1 at one point: does not hold; a compiled mode whose interval spans 1: not resolved."""
+    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 1.5, 1.2, 1.8),
+              ratio_row("pytorch (eager) / tensorflow (graph)", 0.5, 0.4, 0.6, devices=2),  # tf / pt 2.0 [1.67, 2.5]
+              ratio_row("compile / eager", 1.1, 0.9, 1.3, framework="pytorch"),
+              ratio_row("graph / eager", 2.0, 1.6, 2.5, framework="tensorflow"),
+              ratio_row("2 / 1 devices (mirrored)", 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None)]
+    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 1.2, 1.05, 1.4, workload="imdb"),
+            ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, workload="imdb", devices=2)]
+    claims = replication({"mnist-ratios": ratios, "imdb-ratios": imdb}, tmp_path, ["mnist", "imdb"])
+    tf = claims.loc["TensorFlow processes more images per second than PyTorch"]
+    assert tf["verdict"] == "holds" and "2.00x [1.67, 2.50]" in tf["figures"] and tf["source"] == "mnist-ratios.csv"
+    assert "lies above 1" in tf["criterion"]
+    assert claims.loc["MXNet trains the LSTM faster than PyTorch", "verdict"] == "does not hold"
+    graphs = claims.loc["Graphs (compiled modes) train faster than imperative code"]
+    assert graphs["verdict"] == "not resolved at these repeats"
+    assert "pytorch compile / eager (mnist): 1.10x [0.90, 1.30]" in graphs["figures"]
+    devices = claims.loc["TensorFlow gains by treating each CPU core as a device"]
+    assert devices["verdict"] == "holds" and "1.30x [1.10, 1.50]" in devices["figures"]
+    # the small model gains from 2 devices here: the study's "does not scale" does not hold
+    assert claims.loc["The small model does not gain from more devices", "verdict"] == "does not hold"
+
+
+def test_a_claim_without_its_measurement_says_what_would_measure_it(tmp_path):
+    claims = replication({}, tmp_path, ["mnist"], synthetic=True)
+    assert set(claims["verdict"]) == {"not measured here"}
+    assert len(claims) == 15 and set(claims["study"]) == {
+        "IMDB LSTM (Borealis AI)", "multi-GPU DenseNet-121 (ilkarman)", "MNIST data-parallel (r-o-s-h-a-n)",
+        "TensorFlow vs MXNet survey"}
+    assert "GPUs only" in claims.loc["TensorFlow scales up better than PyTorch DataParallel", "figures"]
+    assert "synthetic images" in claims.loc["Every framework reaches a similar test AUC", "figures"]
+    assert "workloads memory" in claims.loc["MXNet uses less memory than TensorFlow", "figures"]
+
+
+def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
+    peaks = [peak_row("mxnet", "hybrid", 64, 300), peak_row("tensorflow", "graph", 64, 700),
+             peak_row("mxnet", "imperative", 64, 250),   # eager below compiled: graphs do not use less
+             peak_row("tensorflow", "eager", 64, 650)]
+    convergence = [{"framework": f, "run_id": f"{f}-{repeat}", "devices": 1, "mode": mode, "status": "ok",
+                    "segment": segment, "wall_s": wall}
+                   for f, mode in (("pytorch", "eager"), ("mxnet", "hybrid"))
+                   for repeat in (1, 2) for segment, wall in ((1, 3.0 + repeat), (2, 2.0))]
+    runtimes = [{"model": "mnist-small", "runtime": "mxnet", "ok": 3, "not_ok": None, "class_agreement": 1.0,
+                 "max_abs_difference": 1e-6},
+                {"model": "imdb-lstm", "runtime": "mxnet", "ok": 0, "not_ok": "no translation of ConstantOfShape",
+                 "class_agreement": None, "max_abs_difference": None}]
+    lines = [{"workload": "imdb", "framework": f, "code_lines": n} for f, n in
+             (("pytorch", 90), ("tensorflow", 80), ("mxnet", 120))]
+    claims = replication({"memory-peaks": peaks, "mnist-convergence": convergence, "onnx-runtimes": runtimes,
+                          "findings-code-lines": lines}, tmp_path, ["mnist", "imdb", "onnx", "memory", "findings"])
+    mxnet = claims.loc["MXNet uses less memory than TensorFlow"]
+    assert mxnet["verdict"] == "holds" and "MXNet 300 MiB, TensorFlow 700 MiB" in mxnet["figures"]
+    assert claims.loc["Graphs (compiled modes) use less memory than imperative code", "verdict"] == "does not hold"
+    epoch = claims.loc["The first epoch is slower than the second"]
+    assert epoch["verdict"] == "holds" and "pytorch 2.25x (2.00-2.50)" in epoch["figures"]
+    onnx = claims.loc["A model moves from PyTorch to MXNet through ONNX"]
+    assert onnx["verdict"] == "does not hold" and "ConstantOfShape" in onnx["figures"]
+    code = claims.loc["PyTorch is quicker to write (and debug)"]
+    assert code["verdict"] == "does not hold" and "tensorflow 80" in code["figures"]
+    assert "not measured" in code["criterion"]  # lines of code, not the time to write or debug
+
+
+def points_row(framework, mode, mean, low, high, devices=1):
+    return {"workload": "mnist", "framework": framework, "batch": 64, "devices": devices, "mode": mode, "repeats": 3,
+            "units": 9, "steps": 90, "mean": mean, "ci_low": low, "ci_high": high, "median": mean, "q25": mean,
+            "q75": mean, "iqr": 0, "cv_within": 0.01, "cv_between": 0.01, "unstable": False, "below_minimum": False,
+            "contended": False}
+
+
+def run_summary(tmp_path, points, ratios):
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pd.DataFrame(points).to_csv(tables / "mnist-points.csv", index=False)
+    pd.DataFrame(ratios).to_csv(tables / "mnist-ratios.csv", index=False)
+    pd.DataFrame([{"numerics": "flush"}]).to_csv(tables / "mnist-runs.csv", index=False)
+    pd.DataFrame([{"framework": f, "framework_version": "1.0", "library": None, "library_version": None,
+                   "cpu": "TestCPU family 1", "cpu_flags": "avx avx2", "cpu_count": 2, "gpus": "none",
+                   "git_commit": "abcdef1234567"} for f in FRAMEWORKS]).to_csv(tables / "mnist-environment.csv", index=False)
+    claims = replication({}, tmp_path, ["mnist"])
+    claims.reset_index().to_csv(tables / "replication.csv", index=False)
+    out = tmp_path / "summary.html"
+    subprocess.run([venv_python("report"), str(FINDINGS / "summary.py"), "--sets", "mnist", "--samples", "images",
+                    "--points", str(tables / "mnist-points.csv"), "--ratios", str(tables / "mnist-ratios.csv"),
+                    "--runs", str(tables / "mnist-runs.csv"), "--environment", str(tables / "mnist-environment.csv"),
+                    "--replication", str(tables / "replication.csv"), "--figures", str(tmp_path / "figures"),
+                    "--out", str(out)], check=True)
+    return out.read_text()
+
+
+def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separated_from(tmp_path):
+    points = [points_row("pytorch", "eager", 100, 90, 110), points_row("tensorflow", "graph", 300, 250, 350),
+              points_row("mxnet", "hybrid", 280, 240, 320), points_row("mxnet", "imperative", 900, 800, 1000)]
+    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
+              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
+              ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1)]
+    page = run_summary(tmp_path, points, ratios)
+    # MXNet's imperative mode is faster here, but frameworks are compared in their default modes
+    assert "fastest tensorflow, 300 [250, 350] images/s" in page
+    assert "not resolved</em> against mxnet 0.93 [0.80, 1.10]" in page  # its ratio to the fastest
+    assert "ahead of pytorch 0.33 [0.29, 0.40]" in page
+    assert "TestCPU family 1" in page and "pytorch 1.0" in page and "flush" in page and "abcdef1234" in page
+    assert (tmp_path / "figures" / "ratios-mnist.png").stat().st_size > 0
+    assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', page)
+    assert "showResultInfo('results/figures/onnx/runtimes.png')" not in page  # not measured: no figure to link
+
+
+def test_one_repeat_is_said_to_have_no_interval(tmp_path):
+    nan = float("nan")
+    points = [points_row("pytorch", "eager", 100, nan, nan), points_row("tensorflow", "graph", 300, nan, nan)]
+    page = run_summary(tmp_path, points, [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, nan, nan)])
+    assert "fastest tensorflow, 300 (one repeat: no interval) images/s" in page
+    assert "pytorch 0.33 (one repeat: no interval)" in page
