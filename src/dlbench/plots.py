@@ -1,5 +1,6 @@
 """What every workload's figures share (report environment: matplotlib, seaborn)."""
 import matplotlib.pyplot as plt  # Agg by itself where there is no display
+from matplotlib.lines import Line2D
 import pandas as pd
 import seaborn as sns
 
@@ -11,7 +12,7 @@ sns.set_theme(style="whitegrid", context="paper")
 # One colour per framework in every figure (the order of dlbench.frameworks); image libraries and
 # inference runtimes, which are no framework, take theirs from a second palette by name.
 FRAMEWORK_COLOURS = dict(zip(FRAMEWORKS, sns.color_palette("tab10", len(FRAMEWORKS))))
-OTHER_COLOURS = sns.color_palette("Dark2", 8)
+OTHER_COLOURS = sns.color_palette("Dark2", 7)  # not its eighth, grey: chainer's in tab10
 
 
 def colour(name):
@@ -34,6 +35,13 @@ FLAG_NOTES = {
 }
 
 
+# seaborn's interval for a bar or line over the repeats: their whole range, said on the axis
+REPEATS_RANGE = ("pi", 100)
+REPEATS_RANGE_NOTE = "bar: mean of the repeats, line: their range"
+# hues that are no framework take a sequential palette, so that the frameworks' colours mean a framework only
+NOT_FRAMEWORK_PALETTE = "crest"
+
+
 def save(grid, path, title):
     grid.figure.suptitle(title, y=1.02)
     grid.figure.savefig(path, dpi=120, bbox_inches="tight")
@@ -44,7 +52,7 @@ def no_data(path, message):
     """A figure that says why it is empty, so that the report still has every entry."""
     fig, ax = plt.subplots(figsize=(5, 2))
     ax.axis("off")
-    ax.text(0.5, 0.5, message, ha="center", va="center")
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -54,41 +62,85 @@ NUMERICS_NOTES = {"flush": "denormals flushed", "framework-default": "denormals 
 
 def with_numerics(title, runs):
     """A throughput figure's title with the runs' numerics policy (the runs table's `numerics`),
-    since flushing denormals or not changes a framework's speed."""
+    since flushing denormals or not changes a framework's speed; said inside the title's closing
+    parenthesis where it has one."""
     policies = sorted(set(runs["numerics"].dropna())) if "numerics" in runs else []
     if not policies:
         return title
-    return f"{title} ({'; '.join(NUMERICS_NOTES.get(policy, policy) for policy in policies)})"
+    note = "; ".join(NUMERICS_NOTES.get(policy, policy) for policy in policies)
+    return f"{title[:-1]}, {note})" if title.endswith(")") else f"{title} ({note})"
+
+
+def flags(row):
+    """The FLAG_NOTES names of what makes a point not a steady measurement."""
+    return [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")),
+                                    ("contended", row.get("contended")))
+            if flag is True or flag == "True"]
 
 
 def flagged_label(row, label):
     """A point's label, saying when its figure is not a steady measurement."""
-    flags = [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")),
-                                     ("contended", row.get("contended")))
-             if flag is True or flag == "True"]
-    return f"{label} ({', '.join(flags)})" if flags else label
+    named = flags(row)
+    return f"{label} ({', '.join(named)})" if named else label
 
 
-def interval_plot(frame, labels, value, low, high, path, title, xlabel, reference=None):
-    """One row per point: its value (dot) and its bootstrap interval (bar); flagged points
-    (unstable, short units) in orange with the flag in the label. `labels` is a Series of
-    the points' names; `reference` draws a dotted line (1 for ratios)."""
+def point_colour(row):
+    """A point's colour: its framework's, else its image library's or runtime's (rows of neither: grey)."""
+    for column in ("framework", "library", "runtime"):
+        name = row.get(column)
+        if pd.notna(name) and str(name):
+            return colour(name)
+    return "tab:grey"
+
+
+# interval_plot's marks: the fill says whether the repeats agree, the shape whether the units were clean
+UNIT_FLAGS = ("short units", "contended")
+
+
+def point_marks(named):
+    """The marker and face colour (None: the point's colour) of a point with these flags."""
+    return ("X" if set(named) & set(UNIT_FLAGS) else "o"), ("white" if "unstable" in named else None)
+
+
+def interval_plot(frame, labels, value, low, high, path, title, xlabel, reference=None, reference_label=None):
+    """One row per point: its value (dot) and its bootstrap interval (bar), in its framework's
+    colour (or its library's, runtime's); a flagged point hollow (unstable) or a cross (short
+    units, contended), the legend saying what each mark that appears means and the label naming
+    the point's flags. `labels` is a Series of the points' names. `reference` draws a dotted
+    line (1 for ratios), or a Series of them by framework, each in its colour;
+    `reference_label` is its legend entry ("{}": the framework)."""
     if frame.empty:
         no_data(path, f"nothing to show: {title}")
         return
-    names = [flagged_label(row, label) for (_, row), label in zip(frame.iterrows(), labels)]
-    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.35 * len(frame)))
-    flagged = [name != label for name, label in zip(names, labels)]
-    y = range(len(frame))
-    for row, (_, point), flag in zip(y, frame.iterrows(), flagged):
-        ax.errorbar(point[value], row, xerr=[[point[value] - point[low]], [point[high] - point[value]]], fmt="o",
-                    color="tab:orange" if flag else "tab:blue", capsize=3)
-    if reference is not None:
-        ax.axvline(reference, color="grey", linestyle=":")
-    ax.set_yticks(list(y), names)
+    rows = [row for _, row in frame.iterrows()]
+    names = [flagged_label(row, label) for row, label in zip(rows, labels)]
+    # the labels' width on top of the axis' own, so that long labels do not squeeze the points
+    fig, ax = plt.subplots(figsize=(5 + 0.065 * max(map(len, names)), 2 + 0.35 * len(frame)), layout="constrained")
+    for y, row in enumerate(rows):
+        marker, face = point_marks(flags(row))
+        ax.errorbar(row[value], y, xerr=[[row[value] - row[low]], [row[high] - row[value]]], fmt=marker,
+                    color=point_colour(row), markerfacecolor=face, markersize=7, capsize=3)
+    handles, texts = [], []
+    references = (reference.items() if isinstance(reference, pd.Series)
+                  else [] if reference is None else [(None, reference)])
+    for name, at in references:
+        line = ax.axvline(at, color="grey" if name is None else colour(name), linestyle=":")
+        if reference_label:
+            handles.append(line)
+            texts.append(reference_label.format(name))
+    seen = {name for row in rows for name in flags(row)}
+    if "unstable" in seen:
+        handles.append(Line2D([], [], marker="o", linestyle="none", color="dimgrey", markerfacecolor="white"))
+        texts.append(f"hollow: {FLAG_NOTES['unstable']}")
+    if seen & set(UNIT_FLAGS):
+        handles.append(Line2D([], [], marker="X", linestyle="none", color="dimgrey"))
+        texts.append("cross: " + "\ncross: ".join(FLAG_NOTES[name] for name in UNIT_FLAGS if name in seen))
+    if handles:  # below the axis: never over a point
+        fig.legend(handles, texts, loc="outside lower left", fontsize="small", frameon=False)
+    ax.set_yticks(range(len(rows)), names)
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
-    ax.set_title(title)
+    fig.suptitle(title)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
@@ -101,9 +153,10 @@ def point_label(frame, columns):
 
 
 def loss_curves(convergence, units, path, title):
-    """Every framework's training loss by step on one axis: the convergence segments (from the
-    shared start) and the timed units after them, each block's mean loss at its last step;
-    repeats drawn as a band. Blocks without a loss (loader benchmarks) are left out."""
+    """Every framework's training loss by step on one axis, in its colour: the convergence
+    segments (from the shared start) and the timed units after them, each block's mean loss at
+    its last step; the line the mean of the repeats, the band their range. Blocks without a loss
+    (loader benchmarks) are left out."""
     columns = ["framework", "run_id", "step", "loss"]
     blocks = pd.concat([frame[frame["status"] == "ok"].reindex(columns=columns)
                         for frame in (convergence, units) if not frame.empty], ignore_index=True)
@@ -111,9 +164,10 @@ def loss_curves(convergence, units, path, title):
     if blocks.empty:
         no_data(path, f"no training loss: {title}")
         return
-    grid = sns.relplot(data=blocks, x="step", y="loss", hue="framework", kind="line", marker="o", errorbar=("pi", 100),
-                       height=3.5, aspect=1.6)
-    grid.set(xlabel="training step (from the shared start)", ylabel="training loss (block mean)")
+    grid = sns.relplot(data=blocks, x="step", y="loss", hue="framework", kind="line", marker="o",
+                       errorbar=REPEATS_RANGE, palette=palette(blocks["framework"].unique()), height=3.5, aspect=1.6)
+    grid.set(xlabel="training step (from the shared start)",
+             ylabel="training loss, cross-entropy (nats)\nline: mean of the repeats, band: their range")
     save(grid, path, title)
 
 
@@ -129,6 +183,7 @@ def modes_figure(ratios, runs, path, title):
                    & ratios["comparison"].astype(str).str.fullmatch(r"[\w-]+ / [\w-]+")].reset_index(drop=True)
     columns = list(ratios.columns)
     keys = [k for k in columns[columns.index("framework") + 1:columns.index("ratio")] if k != "mode"]
+    varying = [k for k in keys if modes[k].nunique() > 1]  # the label names only these: the rest is every point's
 
     def label(row):
         where = {k: row[k] for k in keys if pd.notna(row[k])}
@@ -136,9 +191,10 @@ def modes_figure(ratios, runs, path, title):
                     & (runs[list(where)] == pd.Series(where)).all(axis=1)] if where else runs
         seconds = [same.loc[same["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
         spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
-        point = " ".join(f"{k}={plain(v)}" for k, v in where.items())
-        return f"{row['framework']} {row['comparison']} {point} (compilation {spent})"
+        point = " ".join(f"{k}={plain(v)}" for k, v in where.items() if k in varying)
+        return " ".join(filter(None, (row["framework"], row["comparison"], point, f"(compilation {spent})")))
 
     interval_plot(modes, pd.Series([label(row) for _, row in modes.iterrows()], dtype=str), "ratio", "ci_low",
-                  "ci_high", path, title, "steady throughput, mode / the framework's default mode (interval)",
-                  reference=1)
+                  "ci_high", path, title,
+                  "ratio: steady throughput in the mode / in the default mode; dot: mean, bar: bootstrap interval",
+                  reference=1, reference_label="dotted: 1, no change")

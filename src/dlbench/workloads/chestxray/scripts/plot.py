@@ -6,7 +6,8 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, modes_figure, no_data, save, with_numerics
+from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, interval_plot, loss_curves,
+                           modes_figure, no_data, palette, save, with_numerics)
 
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
 
@@ -92,9 +93,10 @@ def main():
     rates = loader_rates(loaders, decode)
 
     loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
-                f"{args.model}: training loss by step {source}")
+                f"{args.model}: do the frameworks' training losses follow one another? {source}")
     modes_figure(pd.read_csv(args.ratios), read_ok(args.runs), args.outdir / "modes.png",
-                 with_numerics(f"{args.model}: what each execution mode buys {source}", training))
+                 with_numerics(f"{args.model}: how much faster is each execution mode than its framework's default? "
+                               f"(throughput ratio, {args.image_source})", training))
     minutes = train_minutes(training) if not training.empty else pd.DataFrame(
         columns=["framework", "input", "devices", "nodes", "strategy", "mode", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
@@ -110,40 +112,53 @@ def main():
                               + " (" + minutes["strategy"] + ")")
         minutes["framework"] = minutes["framework"] + " " + minutes["mode"]
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
-                           errorbar="sd", height=3.5, aspect=1.2)
-        grid.set(xlabel="train + validation (min)", ylabel="")
-        save(grid, args.outdir / "train-minutes.png", with_numerics(f"{args.model} on ChestX-ray14 {source}", training))
+                           errorbar=REPEATS_RANGE, palette=NOT_FRAMEWORK_PALETTE, height=3.5, aspect=1.2)
+        grid.set(xlabel=f"train + validation of an epoch (min)\n{REPEATS_RANGE_NOTE}", ylabel="")
+        save(grid, args.outdir / "train-minutes.png",
+             with_numerics(f"{args.model}: how long does an epoch take in each framework? {source}", training))
 
     if auc.empty or auc["test_auc_macro"].isna().all():
         no_data(args.outdir / "auc.png", "no test AUC (a split with one class only has none)")
     else:
         auc = auc.assign(run=auc["framework"] + " x" + auc["devices"].astype(str) + " " + auc["input"])
-        grid = sns.catplot(data=auc, x="test_auc_macro", y="run", kind="bar", errorbar="sd", height=3.5, aspect=1.4)
+        grid = sns.catplot(data=auc, x="test_auc_macro", y="run", kind="bar", errorbar=REPEATS_RANGE, hue="framework",
+                           palette=palette(auc["framework"].unique()), dodge=False, legend=False, height=3.5,
+                           aspect=1.4)
         grid.refline(x=0.5, color="grey", linestyle=":")
-        grid.set(xlabel="test AUC, macro over the findings", ylabel="", xlim=(0, 1))
-        save(grid, args.outdir / "auc.png", f"{args.model} test AUC {source}")
+        grid.set(xlabel=f"test AUC (0 to 1, macro over the findings; dotted: 0.5, chance)\n{REPEATS_RANGE_NOTE}",
+                 ylabel="", xlim=(0, 1))
+        save(grid, args.outdir / "auc.png", f"{args.model}: does every framework's model learn the findings? {source}")
 
     interval_plot(preprocess, preprocess["library"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
-                  args.outdir / "preprocess.png", f"Preprocessing throughput {source}",
-                  "images/s: decode 1024x1024, resize to 264, encode, write (mean of the repeats, interval)")
+                  args.outdir / "preprocess.png", f"Which image library preprocesses fastest? {source}",
+                  "images/s: decode 1024x1024, resize, encode, write\n"
+                  "(dot: mean of the repeats, bar: bootstrap interval)")
 
     names = rates["loader"] + " " + rates["format"] + " workers=" + rates["workers"].astype(str)
+    fed = trainer_rates(points)
+    # the trainers loader_verdict compares with: each framework loader's own, the fastest for the image libraries
+    compared = fed[fed.index.isin(rates["framework"]) | (fed.index == fed.idxmax())] if len(fed) else None
     interval_plot(rates, names, "mean", "ci_low", "ci_high", args.outdir / "loaders.png",
-                  f"Loaders {source}; dotted: synthetic-data training images/s of the fastest framework on one device",
-                  "images/s (mean of the repeats, interval)", reference=trainer_rates(points).max() if len(points) else None)
+                  f"Which loaders keep a {args.model} trainer fed? {source}",
+                  "images/s (dot: mean of the repeats, bar: bootstrap interval)", reference=compared,
+                  reference_label="dotted: {} training on synthetic data, 1 device (images/s)")
 
     samples = pd.read_csv(args.utilisation)
     if samples.empty:
         no_data(args.outdir / "utilisation.png", "no utilisation samples")
     else:
-        samples["run"] = samples["input"] + " x" + samples["devices"].astype(str)
+        samples["run"] = samples["input"] + " x" + samples["devices"].astype(str) + " " + samples["mode"]
         gpu = [c for c in samples.columns if c.startswith("gpu_percent_")]
-        long = samples.melt(id_vars=["framework", "run", "t_s"], value_vars=["cpu_percent", *gpu],
+        long = samples.melt(id_vars=["framework", "run", "repeat", "t_s"], value_vars=["cpu_percent", *gpu],
                             var_name="device", value_name="utilisation")
+        # a line per repeat: their samples fall at different times, so there is no mean to draw
         grid = sns.relplot(data=long, x="t_s", y="utilisation", hue="run", style="device", col="framework",
-                           kind="line", height=3, aspect=1.3)
+                           units="repeat", estimator=None, col_wrap=4, palette=NOT_FRAMEWORK_PALETTE, kind="line",
+                           height=2.5, aspect=1.4, linewidth=0.8)
         grid.set(xlabel="time since the run started (s)", ylabel="utilisation (%)", ylim=(0, 105))
-        save(grid, args.outdir / "utilisation.png", f"CPU (and GPU) utilisation over {args.model} runs {source}")
+        save(grid, args.outdir / "utilisation.png",
+             f"{args.model}: how busy does each framework keep the CPU (and GPU)? (one line per repeat, "
+             f"{args.image_source})")
 
 
 if __name__ == "__main__":

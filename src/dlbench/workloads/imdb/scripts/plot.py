@@ -7,7 +7,8 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import interval_plot, loss_curves, modes_figure, no_data, point_label, save, with_numerics
+from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, interval_plot, loss_curves,
+                           modes_figure, no_data, point_label, save, with_numerics)
 
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 
@@ -49,8 +50,9 @@ def main():
     points = pd.read_csv(args.points)
     interval_plot(points, point_label(points, ["batch", "workers", "grad", "mode"]), "mean", "ci_low", "ci_high",
                   args.outdir / "epoch-time.png",
-                  with_numerics("IMDB LSTM: training throughput by batch size and loader workers", runs),
-                  "reviews/s, steady units: mean of the repeats and hierarchical bootstrap interval")
+                  with_numerics("IMDB LSTM: which framework trains fastest, by batch size and loader workers? "
+                                "(steady reviews/s)", runs),
+                  "reviews/s in steady units (dot: mean of the repeats, bar: hierarchical bootstrap interval)")
 
     convergence, units = pd.read_csv(args.convergence), pd.read_csv(args.units)
     batch = nearest(sorted(runs["batch"].unique()), args.convergence_batch)
@@ -59,20 +61,26 @@ def main():
         return frame[(frame["batch"] == batch) & (frame["workers"] == runs["workers"].min()) & (frame["grad"] == "dense")]
 
     loss_curves(curves(convergence), curves(units), args.outdir / "convergence.png",
-                f"IMDB LSTM: training loss by step at batch {batch}, dense gradients")
+                f"IMDB LSTM: do the frameworks' training losses follow one another? (batch {batch}, dense gradients)")
 
-    grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", hue="batch", kind="bar", errorbar="sd",
-                       palette="crest", height=3.5, aspect=1.4)
-    grid.set(xlabel="test accuracy after the convergence steps", ylabel="", xlim=(0, 1))
-    save(grid, args.outdir / "accuracy.png", "IMDB LSTM: test accuracy")
+    grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", hue="batch", kind="bar", errorbar=REPEATS_RANGE,
+                       palette=NOT_FRAMEWORK_PALETTE, height=3.5, aspect=1.4)
+    grid.set(xlabel=f"test accuracy (fraction) after the convergence steps\n{REPEATS_RANGE_NOTE}", ylabel="",
+             xlim=(0, 1))
+    save(grid, args.outdir / "accuracy.png", "IMDB LSTM: do the frameworks reach the same test accuracy?")
 
     ratios = pd.read_csv(args.ratios)
     sparse = ratios[ratios["comparison"].astype(str).str.contains("sparse")].reset_index(drop=True)
-    interval_plot(sparse, sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""), ["batch", "workers", "mode"]),
-                  "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
-                  with_numerics("PyTorch: speed-up of sparse embedding gradients", runs),
-                  "throughput sparse / dense (interval)", reference=1)
-    modes_figure(ratios, runs, args.outdir / "modes.png", with_numerics("IMDB LSTM: what each execution mode buys", runs))
+    names = sparse["framework"].astype(str) + " " + point_label(sparse.assign(framework=""),
+                                                               ["batch", "workers", "mode"]).str.strip()
+    interval_plot(sparse, names, "ratio", "ci_low", "ci_high", args.outdir / "sparse-speedup.png",
+                  with_numerics("IMDB LSTM: do sparse embedding gradients train faster than dense? (throughput ratio)",
+                                runs),
+                  "ratio: throughput sparse / dense; dot: mean, bar: bootstrap interval",
+                  reference=1, reference_label="dotted: 1, no gain")
+    modes_figure(ratios, runs, args.outdir / "modes.png",
+                 with_numerics("IMDB LSTM: how much faster is each execution mode than its framework's default? "
+                               "(throughput ratio)", runs))
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def main():
     best = peak.loc[peak["flop_s"].idxmax()]
     giga = peak[["flop_s", "flop_s_low", "flop_s_high"]] / GIGA
     interval_plot(peak.assign(**giga), peak["framework"] + " " + peak["point"], "flop_s", "flop_s_low", "flop_s_high",
-                  args.outdir / "peak.png", "Attainable peak: a float32 matrix product in each framework",
-                  "GFLOP/s: mean of the repeats and hierarchical bootstrap interval")
+                  args.outdir / "peak.png",
+                  "How close does each framework get to the machine's peak? (float32 matrix product)",
+                  "GFLOP/s (dot: mean of the repeats, bar: hierarchical bootstrap interval)")
 
     counted = [with_flops(pd.read_csv(p), pd.read_csv(r)) for r, p in zip(args.counted_runs, args.counted_points)]
     counted = [frame for frame in counted if len(frame)]
@@ -80,8 +81,9 @@ def main():
     leaders = leaders.sort_values(["workload", "mfu"], ascending=[True, False]).reset_index(drop=True)
     interval_plot(leaders, leaders["workload"] + ": " + leaders["framework"] + " " + leaders["point"], "mfu", "mfu_low",
                   "mfu_high", args.outdir / "mfu.png",
-                  f"Model FLOP utilisation: each framework's best point against {best['flop_s'] / GIGA:.0f} GFLOP/s "
-                  f"({best['framework']}'s matrix product)", "fraction of the machine's attainable peak (interval)")
+                  f"How much of the machine's peak does each framework's training use? (best point per workload, "
+                  f"peak {best['flop_s'] / GIGA:.0f} GFLOP/s: {best['framework']}'s matrix product)",
+                  "model FLOP utilisation: fraction of the peak (dot: mean, bar: bootstrap interval)")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import no_data, save
+from dlbench.plots import NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, no_data, palette, save
 
 MIB = 2 ** 20
 SAVING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # dlbench.frameworks.RECOMPUTING (report env)
@@ -21,16 +21,24 @@ def batch_of(run_id):
     return int(re.search(r"(?:^|_)batch~(\d+)", run_id).group(1))
 
 
+def successful(runs):
+    """The successful runs with their workload (less -memory), batch, and peak RSS and PSS in MiB."""
+    ok = runs[runs["status"] == "ok"].copy()
+    if ok.empty:  # its columns may be missing too
+        return ok
+    ok["workload"] = ok["workload"].str.removesuffix("-memory")
+    ok["batch"] = ok["run_id"].map(batch_of)
+    ok["rss"], ok["pss"] = ok["peak_rss_bytes"] / MIB, ok["peak_pss_bytes"] / MIB
+    return ok
+
+
 def peaks(runs):
     """One row per point: the median over repeats of each run's peak RSS and PSS (MiB), their range."""
-    ok = runs[runs["status"] == "ok"].copy()
+    ok = successful(runs)
     columns = ["workload", "framework", "mode", "batch", "repeats", "peak_rss_mib", "peak_rss_min_mib",
                "peak_rss_max_mib", "peak_pss_mib", "parameters", "mib_per_sample"]
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    ok["workload"] = ok["workload"].str.removesuffix("-memory")
-    ok["batch"] = ok["run_id"].map(batch_of)
-    ok["rss"], ok["pss"] = ok["peak_rss_bytes"] / MIB, ok["peak_pss_bytes"] / MIB
     keys = ["workload", "framework", "mode", "batch"]
     table = ok.groupby(keys, dropna=False).agg(
         repeats=("rss", "size"), peak_rss_mib=("rss", "median"), peak_rss_min_mib=("rss", "min"),
@@ -113,7 +121,8 @@ def main():
     args = parser.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
     runs = [frame for frame in map(pd.read_csv, args.runs) if len(frame)]
-    peak_table = peaks(pd.concat(runs, ignore_index=True)) if runs else peaks(pd.DataFrame(columns=["status"]))
+    runs = pd.concat(runs, ignore_index=True) if runs else pd.DataFrame(columns=["status"])
+    peak_table = peaks(runs)
     largest_table = largest(args.searches)
     timed = pd.concat(map(pd.read_csv, args.timed), ignore_index=True) if args.timed else pd.DataFrame()
     peak_table.to_csv(args.peaks, index=False)
@@ -123,20 +132,33 @@ def main():
     if peak_table.empty:
         no_data(args.outdir / "peak-memory.png", "no successful memory run")
     else:
-        frame = peak_table.assign(run=peak_table["framework"] + " (" + peak_table["mode"].astype(str) + ")")
-        grid = sns.catplot(frame, kind="bar", x="peak_rss_mib", y="run", hue="batch", col="workload",
-                           sharex=False, height=0.35 * frame["run"].nunique() + 1.5, aspect=1.1, palette="crest")
-        grid.set_axis_labels("peak RSS of the training process (MiB)", "")
-        save(grid, args.outdir / "peak-memory.png", "Peak memory per framework and mode (memory pass, not timed)")
+        ok = successful(runs)
+        # a panel per workload, under one another, each with only its own runs; its batches (the workloads' differ)
+        # named in its title and drawn light (smallest) to dark
+        batches = ok.groupby("workload")["batch"].unique().map(sorted)
+        frame = ok.assign(run=ok["framework"] + " (" + ok["mode"].astype(str) + ")",
+                          panel=ok["workload"].map(
+                              lambda w: f"{w}: batch {', '.join(map(str, batches[w]))}, light to dark"),
+                          size_rank=ok.groupby("workload")["batch"].rank(method="dense").astype(int))
+        grid = sns.catplot(frame, kind="bar", x="rss", y="run", hue="size_rank", row="panel", estimator="median",
+                           errorbar=REPEATS_RANGE, sharex=False, sharey=False, palette=NOT_FRAMEWORK_PALETTE,
+                           legend=False,
+                           height=0.3 * frame.groupby("workload")["run"].nunique().max() + 1.5, aspect=2.2)
+        grid.set_titles(row_template="{row_name}")
+        grid.set_axis_labels("peak RSS of the training process (MiB)\nbar: median of the repeats, line: their range",
+                             "")
+        save(grid, args.outdir / "peak-memory.png",
+             "How much memory does each framework need to train? (peak RSS by batch; memory pass, not timed)")
     done = largest_table.dropna(subset=["largest_batch"])
     if done.empty:
         no_data(args.outdir / "largest-batch.png", "no largest-batch search ran")
     else:
         frame = done.assign(run=done["framework"] + " (" + done["mode"].astype(str) + ")")
-        grid = sns.catplot(frame, kind="bar", x="largest_batch", y="run", color="tab:blue",
-                           height=0.35 * len(frame) + 1.5, aspect=1.6)
-        grid.set_axis_labels(f"largest batch whose peak RSS fits {args.limit_mb} MiB", "")
-        save(grid, args.outdir / "largest-batch.png", f"{frame['model'].iloc[0]}: the largest batch under the limit")
+        grid = sns.catplot(frame, kind="bar", x="largest_batch", y="run", hue="framework", dodge=False, legend=False,
+                           palette=palette(frame["framework"].unique()), height=0.35 * len(frame) + 1.5, aspect=1.6)
+        grid.set_axis_labels(f"largest batch (samples) whose peak RSS fits {args.limit_mb} MiB", "")
+        save(grid, args.outdir / "largest-batch.png",
+             f"{frame['model'].iloc[0]}: how large a batch fits in {args.limit_mb} MiB, per framework and mode?")
 
 
 if __name__ == "__main__":

@@ -57,12 +57,12 @@ def main():
     if shown.empty:
         no_data(args.outdir / "runtimes.png", "no successful ONNX run")
         return
-    labels = shown["model"] + " in " + shown["runtime"] + ", batch " + shown["batch"].astype(str)
-    interval_plot(shown.rename(columns={"inputs_per_s": "mean", "inputs_per_s_low": "ci_low",
-                                        "inputs_per_s_high": "ci_high"}).assign(unstable=False),
-                  labels, "mean", "ci_low", "ci_high", args.outdir / "runtimes.png",
-                  "The PyTorch models exported through ONNX: inference throughput by runtime",
-                  "inputs/s, steady units: mean of the repeats and hierarchical bootstrap interval")
+    flagged = shown.merge(points[[*POINT, "unstable", "below_minimum", "contended"]], on=POINT, how="left")
+    labels = flagged["model"] + " in " + flagged["runtime"] + ", batch " + flagged["batch"].astype(str)
+    interval_plot(flagged, labels, "inputs_per_s", "inputs_per_s_low", "inputs_per_s_high",
+                  args.outdir / "runtimes.png",
+                  "Which runtime serves the PyTorch models exported through ONNX fastest? (inference inputs/s)",
+                  "inputs/s in steady units (dot: mean of the repeats, bar: hierarchical bootstrap interval)")
 
 
 if __name__ == "__main__":
