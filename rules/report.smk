@@ -30,6 +30,8 @@ rule aggregate:
         frameworks=FRAMEWORKS,
     log:
         "results/logs/report/aggregate-{workload}.log",
+    benchmark:
+        "results/benchmarks/aggregate/{workload}.tsv"
     wildcard_constraints:
         workload="|".join(map(re.escape, RUN_SETS)),
     conda:

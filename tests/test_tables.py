@@ -113,6 +113,28 @@ def test_tidy_tables_have_a_row_per_run_and_per_segment(tmp_path):
     assert runs["initial_weights_sha256"].fillna("none").tolist() == ["ab" * 32, "ab" * 32, "none"]
 
 
+def test_the_runs_table_splits_a_runs_time_into_its_phases(tmp_path):
+    # segments 3 + 1 s (0.1 s of evaluation after each, outside their wall_s), a warm-up unit of
+    # 4 s, steady units 1 + 2 s; a final evaluation of 0.5 s; 20 s in all
+    timed = result(4.0, 1.0, 2.0, segment_times=(3.0, 1.0))
+    timed["final_eval_s"] = 0.5
+    calibrated = result(2.0, 1.0)
+    calibrated["units"][0]["kind"] = "calibration"
+    ok = record(spec(), timed, 0, [], "now", 20.0)
+    calibrated = record(spec(devices=2, strategy="ddp"), calibrated, 0, [], "now", 9.0)
+    failed = record(spec(devices=2, strategy="dp"), result(4.0), -9, ["killed"], "now", 8.0)
+    runs, _ = tables(load_records(write_records(tmp_path, ok, calibrated, failed)))
+    row = runs[runs["strategy"] == "single"].iloc[0]
+    assert row["convergence_s"] == pytest.approx(4.0) and row["convergence_steps"] == 20
+    assert row["eval_s"] == pytest.approx(0.1 + 0.1 + 0.5)
+    assert row["warmup_s"] == pytest.approx(4.0) and row["steady_s"] == pytest.approx(3.0)
+    assert runs.loc[runs["strategy"] == "ddp", "warmup_s"].item() == pytest.approx(2.0)  # calibration counts
+    # a failed run's blocks (it may have died in any of them) are no measure of where its time went
+    failed_row = runs[runs["strategy"] == "dp"].iloc[0]
+    assert failed_row[["convergence_s", "eval_s", "warmup_s", "steady_s"]].isna().all()
+    assert pd.isna(failed_row["convergence_steps"]) and failed_row["wall_s"] == 8.0
+
+
 def test_an_invalid_record_is_named_with_the_field(tmp_path):
     made = record(spec(), result(3.0, 1.0), 0, [], "now", 5.0)
     made["units"][0]["wall_s"] = -1

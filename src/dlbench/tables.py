@@ -70,6 +70,23 @@ def _base(record):
             **record["point"], "repeat": record["spec"]["repeat"], "status": record["status"]}
 
 
+def phase_seconds(record):
+    """Where a run's time went, in seconds: training in its convergence segments and their steps
+    (a block's wall_s leaves out the evaluation after it), evaluation (the segments' and the
+    final one), calibration and warm-up units, steady units. None for a failed run or one with
+    no blocks: what it did is not known."""
+    segments, units = record["segments"], record["units"]
+    if record["status"] == "failed" or not (segments or units):
+        return dict.fromkeys(("convergence_s", "convergence_steps", "eval_s", "warmup_s", "steady_s"))
+    return {
+        "convergence_s": sum(segment["wall_s"] for segment in segments),
+        "convergence_steps": sum(segment["steps"] for segment in segments),
+        "eval_s": sum(segment["eval_s"] for segment in segments) + (record["final_eval_s"] or 0),
+        "warmup_s": sum(unit["wall_s"] for unit in units if unit["kind"] in ("calibration", "warmup")),
+        "steady_s": sum(unit["wall_s"] for unit in units if unit["kind"] == "steady"),
+    }
+
+
 def run_row(record):
     """One row per run: the sweep point, what ran, the summary and the status."""
     spec, summary, memory = record["spec"], record["summary"], record["memory"]
@@ -126,6 +143,7 @@ def run_row(record):
         **{f"gpu_allocator_peak {name}": value for name, value in memory["gpu_allocator_peak"].items()},
         "train_limit": data.get("train_limit"),
         "wall_s": record["wall_s"],
+        **phase_seconds(record),
     }
 
 
@@ -268,7 +286,7 @@ def tables(records, target=None):
         runs["target_reached"] = [steps is not None for _, steps in reached]
     # Whole numbers stay whole where some runs have none (nullable integers).
     integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes",
-                       "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit", "sample_flops"]
+                       "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit", "sample_flops", "convergence_steps"]
     runs[integer_columns] = runs[integer_columns].astype("Int64")
     convergence = pd.DataFrame([row for r in records for row in segment_rows(r)])
     order = ["framework", *run_keys(records)]

@@ -32,6 +32,8 @@ rule chestxray_labels:
         seed=config["seed"],
     log:
         "results/logs/chestxray/labels.log",
+    benchmark:
+        "results/benchmarks/chestxray_labels/labels.tsv"
     conda:
         str(ENVS / "data.yaml")
     shell:
@@ -56,6 +58,8 @@ rule chestxray_images:
     threads: workflow.cores
     log:
         "results/logs/chestxray/images.log",
+    benchmark:
+        "results/benchmarks/chestxray_images/images.tsv"
     conda:
         str(ENVS / "data.yaml")
     shell:
@@ -78,6 +82,8 @@ rule preprocess_chestxray:
     threads: workflow.cores
     log:
         "results/logs/chestxray/preprocess-{library}-{format}.log",
+    benchmark:
+        "results/benchmarks/preprocess_chestxray/{library}-{format}.tsv"
     wildcard_constraints:
         library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",

@@ -31,6 +31,8 @@ rule prepare_imdb:
         seed=config["seed"],
     log:
         "results/logs/imdb/prepare.log",
+    benchmark:
+        "results/benchmarks/prepare_imdb/prepare.tsv"
     conda:
         str(ENVS / "data.yaml")
     shell:

