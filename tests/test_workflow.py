@@ -7,6 +7,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -367,6 +368,40 @@ def test_shared_workload_code_reruns_every_run_of_that_workload(finished, module
 
 
 @pytest.mark.slow
+def open_in_chromium(page, *args):
+    """Headless Chromium on a local page, after its scripts ran; its stdout and stderr (the page's
+    console, where a script error would show)."""
+    proc = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                           "--window-size=1600,1000", "--virtual-time-budget=10000", "--enable-logging=stderr",
+                           "--v=0", *args, page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.slow
+def test_the_report_opens_on_what_the_run_found_in_a_browser(smoke_run):
+    """The report's first view in a real browser: the findings (the machine, each run set's fastest,
+    the forest plots, the studies' verdicts) with no script error, and drawn."""
+    report = smoke_run / "results" / "report.html"
+    dom = open_in_chromium(report, "--dump-dom")
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert not [line for line in console if "Uncaught" in line or "rror" in line], console
+    view = dom.stdout
+    assert 'id="dlbench-findings"' in view and "What this run found" in view
+    assert view.index("What this run found") < view.index("How the numbers are made")
+    for verdict in ("holds", "not measured here"):
+        assert f">{verdict}</td>" in view
+    assert "fastest" in view and "(one repeat: no interval)" in view  # the smoke preset runs one repeat
+    assert view.count('src="data:image/png;base64,') >= 3   # the forest plots, inline
+    claims = pd.read_csv(smoke_run / "results" / "tables" / "findings-replication.csv")
+    assert all(claim in view for claim in claims["claim"].str.replace("'", "&#x27;"))
+    shot = smoke_run / "results" / "report-first-view.png"
+    open_in_chromium(report, f"--screenshot={shot}")
+    pixels = plt.imread(shot)[:, :, :3]
+    column = pixels[:, 300:1100]   # right of the menu: the findings
+    assert column.std() > 0.05, "the first view is blank"
+
+
 def test_a_runtime_reruns_the_exported_models_runs_and_a_pytorch_model_its_export(finished):
     with edited(finished / "src" / "dlbench" / "workloads" / "onnx" / "runtimes.py"):
         assert planned_runs(dry_run(finished)) == all_runs(finished, "onnx")
