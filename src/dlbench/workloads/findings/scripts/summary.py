@@ -199,30 +199,37 @@ STYLE = """<style>
 #dlbench-findings td, #dlbench-findings th { border: 1px solid #ddd; padding: 2px 4px; vertical-align: top; }
 #dlbench-findings td.holds { background: #e3f4e3; } #dlbench-findings td.fails { background: #fbe3e3; }
 #dlbench-findings td.open { background: #fdf5d8; } #dlbench-findings td.absent { color: #777; }
-/* Snakemake's landing column is narrow (max-w-lg): the findings take the room they need */
+/* Snakemake's landing column is narrow (max-w-lg): the findings take the room they need; and it
+   centres the view vertically, which would cut off the top of a long one */
 .max-w-lg:has(#dlbench-findings) { max-width: 64rem; }
+.h-screen:has(#dlbench-findings) { align-items: flex-start; }
 </style>"""
 
 
 def summary(args):
+    """The fastest at each point first, then the claims' verdicts, then the figures behind both."""
     claims = pd.read_csv(args.replication)
-    parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(list(map(pd.read_csv, args.environment)), list(map(pd.read_csv, args.runs)))}</p>",
-             "<p>Steady throughput, each point's mean over its repeats (separate processes) with its 95% hierarchical "
-             "bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>"]
+    environments, runs = list(map(pd.read_csv, args.environment)), list(map(pd.read_csv, args.runs))
+    fastest, figures = [], []
     args.figures.mkdir(parents=True, exist_ok=True)
     for name, sample, points, ratios in zip(args.sets, args.samples, args.points, args.ratios):
         points, ratios = pd.read_csv(points), pd.read_csv(ratios)
         figure = args.figures / f"ratios-{name}.png"
         forest(ratios, points, figure, name, sample)
         sentences = leaders(points, ratios, sample) if len(points) else []
-        parts.append(f"<h3>{html.escape(name)} ({html.escape(sample)}/s)</h3>")
-        parts.append("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>" if sentences
-                     else "<p>No point ran two of them: nothing to compare.</p>")
-        parts.append(inline_png(figure, f"{name}: throughput relative to the reference"))
-    parts += ["<h3>The studies' claims: this run's verdicts</h3>",
-              "<p>Each verdict is computed from this run's tables by the criterion beside it "
-              f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",
-              replication_table(claims)]
+        fastest.append(f"<li>{html.escape(name)} ({html.escape(sample)}/s): "
+                       + ("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>" if sentences
+                          else "no point ran two of them.") + "</li>")
+        figures.append(inline_png(figure, f"{name}: throughput relative to the reference"))
+    parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(environments, runs)}</p>",
+             "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
+             "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
+             "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>",
+             "<h3>The studies' claims: this run's verdicts</h3>",
+             "<p>Each verdict is computed from this run's tables by the criterion beside it "
+             f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",
+             replication_table(claims),
+             "<h3>Every framework against the reference</h3>", *figures]
     return "<div id=\"dlbench-findings\">" + "\n".join(parts) + "</div>\n"
 
 
