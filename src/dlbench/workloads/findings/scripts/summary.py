@@ -219,7 +219,8 @@ def summary(args):
         sentences = leaders(points, ratios, sample) if len(points) else []
         fastest.append(f"<li>{html.escape(name)} ({html.escape(sample)}/s): "
                        + ("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>" if sentences
-                          else "no point ran two of them.") + "</li>")
+                          else "no point ran two of them." if len(points) else "no run in this configuration.")
+                       + "</li>")
         figures.append(inline_png(figure, f"{name}: throughput relative to the reference"))
     parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(environments, runs)}</p>",
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
