@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
+from dlbench.stats import plain
 
 HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
 VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
@@ -41,7 +42,7 @@ def point_of(row, skip=()):
     """A ratios row's point, key=value, without the columns that are not keys."""
     known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
              "below_minimum", "contended", *skip}
-    return " ".join(f"{k}={v}" for k, v in row.items() if k not in known and pd.notna(v))
+    return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and pd.notna(v))
 
 
 def by_intervals(lows, highs):

@@ -177,6 +177,12 @@ def report_link(path, text):
     return f"<a href=\"javascript:app.showResultInfo('{quote(str(path), safe='/')}')\">{html.escape(text)}</a>"
 
 
+def link_down(anchor, text):
+    """A link further down the findings (the report's own page, scrolled)."""
+    return (f"<a href=\"#{anchor}\" onclick=\"document.getElementById('{anchor}').scrollIntoView(); return false;\">"
+            f"{html.escape(text)}</a>")
+
+
 def inline_png(path, alt):
     data = base64.b64encode(Path(path).read_bytes()).decode()
     return f'<img src="data:image/png;base64,{data}" alt="{html.escape(alt)}" style="max-width:100%">'
@@ -225,8 +231,11 @@ def summary(args):
     parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(environments, runs)}</p>",
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
              "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
+             f"<p><b>The studies' {len(claims)} claims</b> ({link_down('dlbench-claims', 'below')}): "
+             + ", ".join(f"{n} {html.escape(verdict)}" for verdict, n in claims["verdict"].value_counts().items())
+             + ".</p>",
              "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>",
-             "<h3>The studies' claims: this run's verdicts</h3>",
+             "<h3 id=\"dlbench-claims\">The studies' claims: this run's verdicts</h3>",
              "<p>Each verdict is computed from this run's tables by the criterion beside it "
              f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",
              replication_table(claims),
