@@ -14,7 +14,7 @@ SRC = Path(workflow.basedir) / "src"
 SCRIPTS = Path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"
 from dlbench.config import ConfigError, check_config
-from dlbench.envs import env_hash
+from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import backend_modules, workload_module
 from dlbench.provenance import code_files
 from dlbench.record import read_record, record_status
@@ -33,6 +33,7 @@ USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_me
 VENV_PREFIX = Path(
     config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs"
 ).expanduser().resolve()
+ENV_VARIANT = config["env_variant"]
 # The jobs import the package from here: they inherit this process's environment (and
 # envvars passes it on to remote jobs).
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
@@ -50,9 +51,14 @@ wildcard_constraints:
 # ---- software environments -------------------------------------------------------
 
 
+def stack_env_file(stack):
+    """The env file of a stack under the config's env_variant (envs/<stack>.yaml, or envs/gpu/<stack>.yaml)."""
+    return str(env_file(ENVS, stack, ENV_VARIANT))
+
+
 def venv_python(stack):
-    """The interpreter of the venv built from envs/<stack>.yaml (named by its hash)."""
-    return str(VENV_PREFIX / f"{stack}-{env_hash(ENVS / f'{stack}.yaml')}" / "python")
+    """The interpreter of the venv built from the stack's env file (named by its hash)."""
+    return str(venv_interpreter(VENV_PREFIX, ENVS, stack, ENV_VARIANT))
 
 
 def env_input(stack):

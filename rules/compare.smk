@@ -26,7 +26,7 @@ rule compare:
     log:
         "results/logs/report/compare.log",
     conda:
-        "../envs/report.yaml"
+        stack_env_file("report")
     # the summary (N points: a faster, b slower, c same) and any CPU warning are the answer:
     # shown, not only logged
     shell:

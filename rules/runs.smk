@@ -34,7 +34,7 @@ rule train:
         mpi=run_launcher,
     priority: run_priority
     conda:
-        lambda wildcards: str(ENVS / f"{run_env(wildcards)}.yaml")
+        lambda wildcards: stack_env_file(run_env(wildcards))
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"

@@ -44,7 +44,10 @@ def build(env_file, venv):
         (venv / "requirements.txt").write_text("\n".join(env.pip) + "\n")
         shutil.copyfile(env_file, venv / "env.yaml")
         pip = [str(venv / "bin" / "python"), "-m", "pip"]
-        install_env = {**os.environ, **env.variables}
+        # The venv stands for the conda env: ${CONDA_PREFIX} in a variable names its folder (the
+        # GPU MXNet env's LD_LIBRARY_PATH, to the CUDA libraries pip puts in it).
+        variables = {name: value.replace("${CONDA_PREFIX}", str(venv)) for name, value in env.variables.items()}
+        install_env = {**os.environ, **variables}
         if env.build_first:  # conda's own packages, installed before the pip list as conda does
             subprocess.run(pip + ["install", *env.build_first], check=True, env=install_env)
         subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True, env=install_env)
@@ -52,7 +55,7 @@ def build(env_file, venv):
         (venv / "pip-freeze.txt").write_text(freeze)
         # The env file's variables are set whenever the venv runs, as conda's activation sets
         # them (KERAS_BACKEND chooses Keras' backend).
-        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in env.variables.items())
+        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
         tmp = venv / "python.tmp"
         tmp.write_text(f'#!/bin/sh\n{exports}exec "{venv / "bin" / "python"}" "$@"\n')
         tmp.chmod(0o755)

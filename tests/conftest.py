@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.envs import env_hash
+from dlbench.envs import env_file, venv_interpreter
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -19,9 +19,9 @@ VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs
 
 def venv_python(stack):
     """The interpreter the workflow would use for envs/<stack>.yaml, built if missing."""
-    venv = VENV_PREFIX / f"{stack}-{env_hash(REPO / 'envs' / f'{stack}.yaml')}"
+    venv = venv_interpreter(VENV_PREFIX, REPO / "envs", stack).parent
     if not (venv / "python").exists():
-        subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(REPO / "envs" / f"{stack}.yaml"),
+        subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env_file(REPO / "envs", stack)),
                         str(venv)], check=True)
     return str(venv / "python")
 

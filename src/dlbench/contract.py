@@ -21,6 +21,9 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
                                          framework_cpu, what the framework says it uses on the CPU
     flushes_denormals() -> bool          a denormal times one, in the framework's own ops and
                                          threads, comes out zero (dlbench.numerics)
+    cudnn_autotune(on) -> dict           cuDNN's autotuning on or off in the framework's own terms,
+                                         before it starts (idempotent); returns what it set
+                                         ({flag or variable: value}, dlbench.numerics.CUDNN_AUTOTUNE)
     teardown(placement)
 """
 from dataclasses import dataclass, field

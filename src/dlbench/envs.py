@@ -7,11 +7,30 @@ from pathlib import Path
 import yaml
 
 HASH_LENGTH = 12
+# The config's env_variant: cpu builds every env from envs/<stack>.yaml; gpu builds each stack
+# that has one from envs/gpu/<stack>.yaml (every framework, and onnx; not data, report, pillow).
+ENV_VARIANTS = ("cpu", "gpu")
 
 
 def env_hash(env_file):
     """Content hash of an env file: a changed file gets a new venv, an unchanged one keeps its."""
     return hashlib.sha256(Path(env_file).read_bytes()).hexdigest()[:HASH_LENGTH]
+
+
+def env_file(envs_dir, stack, variant="cpu"):
+    """The env file a stack's environment is built from under the variant: the one place that decides."""
+    if variant not in ENV_VARIANTS:
+        raise ValueError(f"env variant {variant!r} is none of {ENV_VARIANTS}")
+    variant_file = Path(envs_dir) / variant / f"{stack}.yaml"
+    if variant != "cpu" and variant_file.exists():
+        return variant_file
+    return Path(envs_dir) / f"{stack}.yaml"
+
+
+def venv_interpreter(prefix, envs_dir, stack, variant="cpu"):
+    """The interpreter wrapper of the venv built from the stack's env file, <prefix>/<stack>-<hash>/python:
+    named by the file's content, so the cpu variant's venvs are those the workflow always built."""
+    return Path(prefix) / f"{stack}-{env_hash(env_file(envs_dir, stack, variant))}" / "python"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ def visible_gpus():
     return 0
 
 
+def cudnn_autotune(on):
+    return {}  # no cuDNN
+
+
 def check(spec, device_kind):
     pass
 

@@ -25,6 +25,12 @@ worker threads (`backend.flushes_denormals()`).
 
 applies the policy as the protocol does, sets the framework up on the CPU and prints the
 measurement as JSON (tests/test_numerics.py runs it in every framework's environment).
+
+cuDNN's autotuning (`CUDNN_AUTOTUNE`) is the other policy the same for every framework: where it
+is on, each convolution's algorithm is timed on its first call and the fastest kept (the first
+steps pay the search; the steady units run the fastest kernels). Each backend's
+`cudnn_autotune(on)` sets it in its framework's own terms and returns what it set, which the
+record keeps (`cudnn_autotune`).
 """
 import argparse
 import ctypes
@@ -45,6 +51,11 @@ FENV_BYTES = 32         # sizeof(fenv_t) on x86-64 glibc: the x87 environment, t
 MXCSR_OFFSET = 28       # __mxcsr, the last 4 bytes
 DENORMAL_BITS = 0x000AE398  # float32 1e-39, below the smallest normal float32 (1.18e-38)
 PROBE_ELEMENTS = 2 ** 20  # large enough that a framework splits the work over its threads
+# On: TensorFlow, MXNet and XLA ship with it on, and the studies' PyTorch code sets cudnn.benchmark;
+# PyTorch and Chainer are switched on. Inputs have fixed shapes, so one search serves every step.
+CUDNN_AUTOTUNE = True
+XLA_AUTOTUNE_FLAG = "--xla_gpu_autotune_level"
+XLA_AUTOTUNE_LEVELS = {True: 4, False: 0}  # XLA's default level, and off
 
 
 def _libm():
@@ -137,6 +148,18 @@ def measure(policy, backend):
         "numpy_thread_flushes": numpy_thread_flushes(),
         "framework_flushes": backend.flushes_denormals(),
     }
+
+
+def xla_flags_with_autotune(flags, on):
+    """XLA_FLAGS (`flags`) with XLA's GPU autotuning level of the policy, other flags kept: XLA
+    (JAX, TensorFlow's jit_compile) picks its convolution and GEMM kernels by this flag."""
+    kept = [flag for flag in flags.split() if not flag.startswith(XLA_AUTOTUNE_FLAG + "=")]
+    return " ".join([*kept, f"{XLA_AUTOTUNE_FLAG}={XLA_AUTOTUNE_LEVELS[on]}"])
+
+
+def cudnn_autotune(backend):
+    """The record's `cudnn_autotune`: the policy and what the framework's backend set for it."""
+    return {"policy": "on" if CUDNN_AUTOTUNE else "off", "settings": backend.cudnn_autotune(CUDNN_AUTOTUNE)}
 
 
 def probe_spec(framework, policy, threads):

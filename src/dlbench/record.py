@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 7
+RECORD_VERSION = 8
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -142,8 +142,8 @@ def summarise(segments, units):
 
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
-                     "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics", "final",
-                     "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256"}
+                     "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics",
+                     "cudnn_autotune", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256"}
 
 
 def peak_memory(result, utilisation):
@@ -194,6 +194,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "nodes": [{k: node.get(k) for k in ("rank", "hostname")} for node in result.get("nodes") or []],
         "threads": result.get("threads"),
         "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process
+        "cudnn_autotune": result.get("cudnn_autotune"),  # dlbench.numerics.cudnn_autotune, from the training process
         "parameters": result.get("parameters"),
         "train_samples": result.get("train_samples"),
         "order_sha256": result.get("order_sha256"),  # of the run's global index batches (dlbench.clock.run_order)

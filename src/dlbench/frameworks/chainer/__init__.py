@@ -49,6 +49,13 @@ def visible_gpus():
     return cuda.cupy.cuda.runtime.getDeviceCount()
 
 
+def cudnn_autotune(on):
+    import chainer
+
+    chainer.global_config.autotune = on  # off as Chainer ships; with cuDNN, its convolutions then search
+    return {"chainer.config.autotune": chainer.global_config.autotune}
+
+
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown Chainer strategy {spec.strategy!r}, expected one of {STRATEGIES}")

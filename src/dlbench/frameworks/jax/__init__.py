@@ -58,7 +58,7 @@ from jax.experimental import multihost_utils
 
 from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, this_node
-from dlbench.numerics import denormals, flushed
+from dlbench.numerics import CUDNN_AUTOTUNE, denormals, flushed, xla_flags_with_autotune
 from dlbench.contract import FrameworkError, Placement
 
 STRATEGIES = ("single", "sharding")
@@ -86,6 +86,7 @@ def configure(spec, join=True):
         raise FrameworkError("JAX's backends started before configure(): the CPU device count and threads "
                              f"{wanted} cannot be set any more")
     os.environ["NPROC"] = wanted["NPROC"]
+    cudnn_autotune(CUDNN_AUTOTUNE)  # here too: a run of several nodes may start XLA when it joins (below)
     # on a GPU, allocate as the run needs rather than 75% of it up front: its peak memory is then its own
     os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
     jax.config.update("jax_num_cpu_devices", wanted["jax_num_cpu_devices"])
@@ -96,6 +97,18 @@ def configure(spec, join=True):
             jax.distributed.initialize(**join_arguments(spec, node),
                                        shutdown_timeout_seconds=int(spec.timeout_s))
     _CONFIGURED.update(wanted)
+
+
+def cudnn_autotune(on):
+    """XLA's GPU autotuning level (on, 4, as XLA ships), in XLA_FLAGS, which XLA reads when its
+    backends start: a change after that is refused."""
+    from dlbench.frameworks.jax import internals
+
+    flags = xla_flags_with_autotune(os.environ.get("XLA_FLAGS", ""), on)
+    if flags != os.environ.get("XLA_FLAGS") and internals.xla_started():
+        raise FrameworkError(f"JAX's backends started before cudnn_autotune(): XLA_FLAGS {flags!r} cannot be set any more")
+    os.environ["XLA_FLAGS"] = flags
+    return {"XLA_FLAGS": flags}
 
 
 def join_arguments(spec, node):

@@ -135,6 +135,10 @@ def visible_gpus():
     return engine().visible_gpus()
 
 
+def cudnn_autotune(on):
+    return engine().cudnn_autotune(on)
+
+
 def check(spec, device_kind):
     name = check_backend(spec)
     if spec.devices > 1 and name == "torch":

@@ -116,6 +116,13 @@ def thread_variables(total_threads, contexts):
     return {"OMP_NUM_THREADS": max(1, total_threads // contexts), "MXNET_CPU_WORKER_NTHREADS": 1}
 
 
+def cudnn_autotune(on):
+    """On (1, within cuDNN's workspace limit) as MXNet ships; set all the same, so that an
+    inherited variable cannot change it. Read when a convolution is first created."""
+    os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"] = "1" if on else "0"
+    return {"MXNET_CUDNN_AUTOTUNE_DEFAULT": os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"]}
+
+
 def setup(spec, device_kind, rank):
     if rank != 0:
         raise ValueError(f"an MXNet run is one process a node, rank 0, not {rank}")

@@ -51,6 +51,11 @@ def check(spec, device_kind):
         raise NotApplicable(HOROVOD_BUILD)
 
 
+def cudnn_autotune(on):
+    torch.backends.cudnn.benchmark = on  # off as PyTorch ships
+    return {"torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark}
+
+
 def launch(spec, target, args):
     """target(local rank, *args) here (single, dp, a ddp run of one device per node), or in one
     spawned process per device of this node (ddp). A ddp run's processes meet at the rendezvous

@@ -32,7 +32,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port, this_node
-from dlbench.numerics import denormals, flushed
+from dlbench.numerics import denormals, flushed, xla_flags_with_autotune
 from dlbench.contract import NotApplicable, Placement
 
 STRATEGIES = ("single", *FRAMEWORKS["tensorflow"].strategies)
@@ -53,6 +53,14 @@ HOROVOD_BUILD = ("Horovod 0.28.1 (its last release) does not build against tenso
                  "(horovod/tensorflow/xla_mpi_ops.cc, always built) include tensorflow/compiler/xla/client/"
                  "xla_builder.h, which TensorFlow 2.21 moved to xla/hlo/builder/, and xla/printer.h needs "
                  "highwayhash headers outside TensorFlow's include flags")
+
+
+def cudnn_autotune(on):
+    """On as TensorFlow ships; set all the same, so that a variable inherited from the caller's
+    environment cannot turn it off. Read when the first convolution (or XLA cluster) runs."""
+    os.environ["TF_CUDNN_USE_AUTOTUNE"] = "1" if on else "0"
+    os.environ["XLA_FLAGS"] = xla_flags_with_autotune(os.environ.get("XLA_FLAGS", ""), on)  # mode xla
+    return {name: os.environ[name] for name in ("TF_CUDNN_USE_AUTOTUNE", "XLA_FLAGS")}
 
 
 def check(spec, device_kind):

@@ -231,8 +231,6 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
 
     def build_training(self):
         gpu = self.placement.device_kind == "gpu"
-        if gpu:
-            torch.backends.cudnn.benchmark = True  # fixed input size, as the study's PyTorch notebook
         for module in self.model.modules():
             if isinstance(module, DenseLayer):
                 module.checkpointed = self.spec.mode == backend.CHECKPOINT

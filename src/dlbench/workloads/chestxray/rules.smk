@@ -35,7 +35,7 @@ rule chestxray_labels:
     benchmark:
         "results/benchmarks/chestxray_labels/labels.tsv"
     conda:
-        str(ENVS / "data.yaml")
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} labels {params.source:q}"
         " --seed {params.seed} --split {params.split} {params.subset} --out {output:q} > {log:q} 2>&1"
@@ -61,7 +61,7 @@ rule chestxray_images:
     benchmark:
         "results/benchmarks/chestxray_images/images.tsv"
     conda:
-        str(ENVS / "data.yaml")
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} images --labels {input.labels:q}"
         " {params.source:q} --threads {threads} --manifest {output.manifest:q} > {log:q} 2>&1"
@@ -88,7 +88,7 @@ rule preprocess_chestxray:
         library="|".join(IMAGE_LIBRARIES),
         format="jpeg|png",
     conda:
-        lambda wildcards: str(ENVS / f"{IMAGE_LIBRARIES[wildcards.library].env}.yaml")
+        lambda wildcards: stack_env_file(IMAGE_LIBRARIES[wildcards.library].env)
     shell:
         "{params.python:q} {input.script:q} --manifest {input.manifest:q}"
         " --reader {params.reader} --format {wildcards.format} --size {params.size}"
@@ -116,7 +116,7 @@ rule plot_chestxray:
     log:
         "results/logs/report/plot-chestxray.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs} --convergence {input.convergence:q} --units {input.units:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --utilisation {input.utilisation:q} --loader-points {input.loader_points:q}"

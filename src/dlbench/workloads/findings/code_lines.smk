@@ -36,7 +36,7 @@ rule code_lines:
     log:
         "results/logs/report/findings-code-lines.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --src {params.src:q} --workloads {params.workloads:q}"
         " --frameworks {params.frameworks:q} --points {input.points:q} --inputs {input.counted:q}"

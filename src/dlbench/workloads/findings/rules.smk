@@ -45,7 +45,7 @@ rule findings:
     log:
         "results/logs/report/findings.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "({params.python:q} {input.scripts[0]:q} --tables-dir results/tables --workloads {params.workloads:q}"
         " --frameworks {params.frameworks:q} {params.synthetic} --out {output.replication:q}"

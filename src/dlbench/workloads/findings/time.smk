@@ -31,7 +31,7 @@ rule findings_time:
     log:
         "results/logs/report/findings-time.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --benchmarks {params.benchmarks:q}"
         " --venvs {params.venvs:q} --wheels {params.wheels:q} --table {output.table:q} --figure {output.figure:q}"

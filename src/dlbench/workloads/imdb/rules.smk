@@ -34,7 +34,7 @@ rule prepare_imdb:
     benchmark:
         "results/benchmarks/prepare_imdb/prepare.tsv"
     conda:
-        str(ENVS / "data.yaml")
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} {params.source:q} --outdir {params.outdir:q}"
         " --vocabulary {params.vocabulary} --maxlen {params.maxlen} --seed {params.seed} > {log:q} 2>&1"
@@ -55,7 +55,7 @@ rule plot_imdb:
     log:
         "results/logs/report/plot-imdb.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q} --outdir {params.outdir:q}"
         " --points {input.points:q} --ratios {input.ratios:q}"

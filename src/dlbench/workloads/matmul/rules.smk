@@ -22,7 +22,7 @@ rule plot_matmul:
     log:
         "results/logs/report/plot-matmul.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --points {input.points:q}"
         " --counted-runs {input.counted_runs:q} --counted-points {input.counted_points:q}"

@@ -44,7 +44,7 @@ rule largest_batch:
     log:
         "results/logs/memory/largest-batch-{framework}-{mode}.log",
     conda:
-        lambda wildcards: str(ENVS / f"{wildcards.framework}.yaml")
+        lambda wildcards: stack_env_file(wildcards.framework)
     shell:
         "{params.python:q} {input.script:q} --spec {params.spec:q} --limit-mb {params.limit_mb}"
         " --max-batch {params.max_batch} --max-trials {params.max_trials} --trials {output.trials:q}"
@@ -73,7 +73,7 @@ rule plot_memory:
     log:
         "results/logs/report/plot-memory.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --searches {input.searches:q}"
         " --timed {input.timed:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"

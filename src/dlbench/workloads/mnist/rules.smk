@@ -31,7 +31,7 @@ rule prepare_mnist:
     benchmark:
         "results/benchmarks/prepare_mnist/prepare.tsv"
     conda:
-        str(ENVS / "data.yaml")
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} prepare {params.source:q} --outdir {params.outdir:q} > {log:q} 2>&1"
 
@@ -55,7 +55,7 @@ rule duplicate_mnist:
     wildcard_constraints:
         duplicate=r"\d+",
     conda:
-        str(ENVS / "data.yaml")
+        stack_env_file("data")
     shell:
         "{params.python:q} {input.script:q} duplicate --duplicate {wildcards.duplicate} --outdir {params.outdir:q} > {log:q} 2>&1"
 
@@ -73,7 +73,7 @@ rule plot_mnist:
     log:
         "results/logs/report/plot-mnist.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --convergence {input.convergence:q} --units {input.units:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --outdir {params.outdir:q} > {log:q} 2>&1"

@@ -35,7 +35,7 @@ rule onnx_export:
     benchmark:
         "results/benchmarks/onnx_export/{model}.tsv"
     conda:
-        str(ENVS / "pytorch.yaml")
+        stack_env_file("pytorch")
     shell:
         "{params.python:q} {input.script:q} --spec {params.spec:q} --opset {params.opset} --samples {params.samples}"
         " --onnx {output.onnx:q} --program {output.program:q} --inputs {output.inputs:q}"
@@ -57,7 +57,7 @@ rule plot_onnx:
     log:
         "results/logs/report/plot-onnx.log",
     conda:
-        str(ENVS / "report.yaml")
+        stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --points {input.points:q} --ratios {input.ratios:q}"
         " --outdir {params.outdir:q} --table {output.runtimes_table:q} > {log:q} 2>&1"

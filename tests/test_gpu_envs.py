@@ -1,0 +1,92 @@
+"""The GPU env files (envs/gpu/, config env_variant: gpu): which file and venv a stack takes, and
+what each file resolves to on PyPI (benchmarks/gpu_envs.py prints the same per file, with sizes)."""
+import re
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, snakemake
+from dlbench.envs import env_file, env_hash, read_env_file, venv_interpreter
+from dlbench.frameworks import FRAMEWORKS
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from gpu_envs import canonical, cuda_major, resolve  # noqa: E402
+
+ENVS = REPO / "envs"
+GPU_ENV_FILES = sorted((ENVS / "gpu").glob("*.yaml"))
+PREFIX = Path("/venvs")
+
+
+def pins(env_path):
+    """{distribution: version} of the env file's pinned packages (extras dropped)."""
+    found = {}
+    for line in read_env_file(env_path).pip:
+        if match := re.fullmatch(r"([A-Za-z0-9_.-]+)(\[[^]]*\])?==(\S+)(\s+#.*)?", line.strip()):
+            found[canonical(match.group(1))] = match.group(3)
+    return found
+
+
+def test_cpu_keeps_the_venvs_the_workflow_always_built():
+    for stack in [*FRAMEWORKS, "onnx", "data", "report", "pillow"]:
+        assert env_file(ENVS, stack) == env_file(ENVS, stack, "cpu") == ENVS / f"{stack}.yaml"
+        assert venv_interpreter(PREFIX, ENVS, stack) == PREFIX / f"{stack}-{env_hash(ENVS / f'{stack}.yaml')}" / "python"
+
+
+def test_gpu_takes_every_framework_from_envs_gpu_and_the_rest_from_envs():
+    for stack in [*FRAMEWORKS, "onnx"]:
+        gpu_file = ENVS / "gpu" / f"{stack}.yaml"
+        assert env_file(ENVS, stack, "gpu") == gpu_file, f"{stack} has no GPU env file"
+        assert venv_interpreter(PREFIX, ENVS, stack, "gpu") == PREFIX / f"{stack}-{env_hash(gpu_file)}" / "python"
+        assert venv_interpreter(PREFIX, ENVS, stack, "gpu") != venv_interpreter(PREFIX, ENVS, stack, "cpu")
+    for stack in ["data", "report", "pillow"]:
+        assert env_file(ENVS, stack, "gpu") == ENVS / f"{stack}.yaml"
+    with pytest.raises(ValueError, match="tpu"):
+        env_file(ENVS, "pytorch", "tpu")
+
+
+def test_gpu_files_pin_the_cpu_files_framework_versions():
+    """The GPU build of the same release: the two variants compare devices, not versions."""
+    for gpu_file in GPU_ENV_FILES:
+        cpu_pins, gpu_pins = pins(ENVS / gpu_file.name), pins(gpu_file)
+        assert read_env_file(gpu_file).python == read_env_file(ENVS / gpu_file.name).python
+        for package in {"torch", "tensorflow", "jax", "jaxlib", "keras", "numpy", "flax", "optax", "chainer"} & set(cpu_pins):
+            assert gpu_pins.get(package) == cpu_pins[package], (gpu_file.name, package)
+        assert read_env_file(gpu_file).variables.get("KERAS_BACKEND") == read_env_file(ENVS / gpu_file.name).variables.get("KERAS_BACKEND")
+    assert pins(ENVS / "gpu" / "mxnet.yaml")["mxnet-cu117"] == pins(ENVS / "mxnet.yaml")["mxnet"]
+
+
+@pytest.mark.slow  # two dry runs of the default config, 40 s each
+def test_env_variant_gpu_plans_the_gpu_venvs_and_the_runs_take_them(tmp_path):
+    prefix = tmp_path / "venvs"
+    gpu = snakemake("-n", "--config", f"venv_prefix={prefix}", "env_variant=gpu").stdout
+    cpu = snakemake("-n", "--config", f"venv_prefix={prefix}").stdout
+    for stack in FRAMEWORKS:
+        gpu_venv, cpu_venv = (venv_interpreter(prefix, ENVS, stack, variant).parent.name for variant in ("gpu", "cpu"))
+        assert f"{gpu_venv}/python" in gpu and f"{cpu_venv}/python" not in gpu, stack
+        assert f"{cpu_venv}/python" in cpu and f"{gpu_venv}/python" not in cpu, stack
+    data_venv = venv_interpreter(prefix, ENVS, "data").parent.name
+    assert f"{data_venv}/python" in gpu and f"{data_venv}/python" in cpu
+
+
+def pypi_reachable():
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=20).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.slow  # pip resolves each file on PyPI: 5 to 80 s each
+@pytest.mark.parametrize("gpu_file", GPU_ENV_FILES, ids=lambda path: path.stem)
+def test_gpu_env_resolves_to_its_pins_on_one_cuda_major(gpu_file):
+    if not pypi_reachable():
+        pytest.skip("pypi.org is unreachable: the GPU env files cannot be resolved here")
+    resolved = {name: version for name, version, _ in resolve(gpu_file)}
+    for package, version in pins(gpu_file).items():
+        assert resolved.get(package) == version, (package, version, resolved.get(package))
+    majors = {name: major for name, version in resolved.items() if (major := cuda_major(name, version)) is not None}
+    assert len(set(majors.values())) <= 1, f"{gpu_file.name} mixes CUDA major versions: {majors}"
+    if gpu_file.stem != "chainer":  # CPU only (see the file)
+        assert majors, f"{gpu_file.name} resolves to no CUDA build"
