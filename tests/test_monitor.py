@@ -1,7 +1,12 @@
 """The harness samples a run's memory the same way for every framework (dlbench.monitor)."""
+import importlib
 import subprocess
 import sys
+import types
 
+import pytest
+
+from dlbench import monitor
 from dlbench.monitor import UtilisationSampler
 
 MIB = 2**20
@@ -26,3 +31,60 @@ def test_an_ended_tree_adds_no_empty_sample():
     sampler.join(timeout=2)  # a zombie until reaped: nothing readable, so no sample of 0
     samples = sampler.stop()
     assert 0 not in samples["pss_bytes"]
+
+
+# NVML, as on a machine with GPUs (none here): the real sampler on a stub of pynvml's calls
+def stub_pynvml(processes):
+    """A module with pynvml's call shapes: two GPUs, `processes` ({pid: bytes}) on the second."""
+    def handle(index):
+        return f"gpu{index}"
+
+    def utilisation(gpu):
+        return types.SimpleNamespace(gpu={"gpu0": 35, "gpu1": 90}[gpu], memory=0)
+
+    def memory(gpu):
+        return types.SimpleNamespace(used={"gpu0": 1 << 30, "gpu1": 3 << 30}[gpu], total=80 << 30, free=0)
+
+    def running(gpu):
+        if gpu == "gpu0":
+            return []
+        return [types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in processes.items()]
+
+    return types.SimpleNamespace(nvmlInit=lambda: None, nvmlDeviceGetCount=lambda: 2,
+                                 nvmlDeviceGetHandleByIndex=handle, nvmlDeviceGetUtilizationRates=utilisation,
+                                 nvmlDeviceGetMemoryInfo=memory, nvmlDeviceGetComputeRunningProcesses=running)
+
+
+@pytest.fixture
+def monitor_with(monkeypatch):
+    """dlbench.monitor imported again with a stub pynvml (its import-time setup runs on it);
+    imported again without it afterwards."""
+    def load(stub):
+        monkeypatch.setitem(sys.modules, "pynvml", stub)
+        return importlib.reload(monitor)
+
+    yield load
+    monkeypatch.undo()
+    importlib.reload(monitor)
+
+
+def test_nvml_sampling_fills_each_gpu_s_utilisation_and_memory_and_the_tree_s_gpu_memory(monitor_with):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.4)"])
+    # NVML lists the run's process and another's (not the run's: not counted); None, as NVML
+    # gives under some drivers, counts nothing
+    nvml = monitor_with(stub_pynvml({proc.pid: 5 << 30, 1: 7 << 30, 2: None}))
+    assert nvml.GPUS == ["gpu0", "gpu1"]
+    sampler = nvml.UtilisationSampler(proc.pid, 0.5)
+    sampler.start()
+    proc.wait()
+    samples = sampler.stop()
+    assert samples["t_s"], "no sample taken"
+    assert len(samples["gpu_percent"]) == len(samples["gpu_memory_bytes"]) == len(samples["t_s"])
+    assert set(map(tuple, samples["gpu_percent"])) == {(35, 90)}
+    assert set(map(tuple, samples["gpu_memory_bytes"])) == {(1 << 30, 3 << 30)}
+    assert set(samples["gpu_process_bytes"]) == {5 << 30}
+
+
+def test_without_nvml_no_gpu_is_sampled(monitor_with):
+    failing = types.SimpleNamespace(nvmlInit=lambda: (_ for _ in ()).throw(RuntimeError("NVML Shared Library Not Found")))
+    assert monitor_with(failing).GPUS == []

@@ -66,7 +66,8 @@ class UtilisationSampler(threading.Thread):
         while True:
             elapsed = time.monotonic() - start
             try:
-                pss = self._pss(self._tree())
+                tree = self._tree()
+                pss = self._pss(tree)
             except psutil.Error:  # the run has ended
                 break
             if self.limit_bytes and pss > self.limit_bytes:
