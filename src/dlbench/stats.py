@@ -15,6 +15,8 @@ concatenated with the same columns). Only steady units count: status "ok", not t
 units. Throughput (samples/s) is higher-is-faster everywhere, so a ratio above 1 is the
 numerator being faster.
 """
+import re
+
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
@@ -193,6 +195,12 @@ def _same(a, b):
 def _framework_order(names, frameworks):
     known = [f for f in (frameworks or []) if f in names]
     return known + sorted(set(names) - set(known))
+
+
+# Two subjects compared as ratios() writes it: "tensorflow (graph) / pytorch (eager)", or
+# "pillow-simd / pillow" where they have no mode (the findings read it back)
+SUBJECT_COMPARISON = re.compile(
+    r"(?P<num>[\w.-]+)(?: \((?P<num_mode>[\w-]+)\))? / (?P<den>[\w.-]+)(?: \((?P<den_mode>[\w-]+)\))?")
 
 
 def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_threshold=0.05):

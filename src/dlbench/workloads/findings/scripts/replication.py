@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
-from dlbench.stats import plain
+from dlbench.stats import SUBJECT_COMPARISON, plain
 
 HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
 VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
@@ -29,8 +29,6 @@ IMDB_STUDY = "IMDB LSTM (Borealis AI)"
 DENSENET_STUDY = "multi-GPU DenseNet-121 (ilkarman)"
 MNIST_STUDY = "MNIST data-parallel (r-o-s-h-a-n)"
 SURVEY = "TensorFlow vs MXNet survey"
-# the framework comparisons of the ratios tables: "tensorflow (graph) / pytorch (eager)"
-CROSS = re.compile(r"(?P<num>[\w-]+) \((?P<num_mode>[\w-]+)\) / (?P<den>[\w-]+) \((?P<den_mode>[\w-]+)\)")
 DEVICES = re.compile(r"(\d+) / 1 devices \((?P<strategy>[\w-]+)\)")
 
 
@@ -77,7 +75,7 @@ def cross_framework(ratios, num, den):
     """Rows of `num` over `den` in their default modes (either way round, turned to num / den)."""
     rows = []
     for _, r in ratios.iterrows():
-        found = CROSS.fullmatch(str(r["comparison"]))
+        found = SUBJECT_COMPARISON.fullmatch(str(r["comparison"]))
         if not found:
             continue
         pair = (found["num"], found["den"])

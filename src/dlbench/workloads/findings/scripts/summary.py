@@ -13,7 +13,6 @@ import argparse
 import base64
 import html
 import os
-import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -21,13 +20,11 @@ import pandas as pd
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.plots import interval_plot
-from dlbench.stats import plain
+from dlbench.stats import SUBJECT_COMPARISON, plain
 
 SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
 NOT_KEYS = {"workload", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", "unstable", "below_minimum",
             "contended", *SUBJECTS}
-# "tensorflow (graph) / pytorch (eager)", or "pillow-simd / pillow" where a subject has no mode
-CROSS = re.compile(r"(?P<num>[\w.-]+)(?: \((?P<num_mode>[\w-]+)\))? / (?P<den>[\w.-]+)(?: \((?P<den_mode>[\w-]+)\))?")
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not resolved at these repeats": "open",
                  "not measured here": "absent"}
 
@@ -60,9 +57,9 @@ def in_default_mode(points):
 
 def cross_rows(ratios):
     """The ratios rows that compare two subjects: columns num, den added."""
-    found = ratios["comparison"].astype(str).str.fullmatch(CROSS.pattern)
+    found = ratios["comparison"].astype(str).str.fullmatch(SUBJECT_COMPARISON.pattern)
     rows = ratios[found].copy()
-    parts = rows["comparison"].astype(str).str.extract(CROSS)
+    parts = rows["comparison"].astype(str).str.extract(SUBJECT_COMPARISON)
     rows["num"], rows["den"] = parts["num"], parts["den"]
     return rows[rows["num"] != rows["den"]]
 
