@@ -133,14 +133,21 @@ def record_path(workload, subject, point_id):
     return f"results/runs/{workload}/{subject}/{point_id}.json"
 
 
-# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}}
-# (a record's folder is its framework, or its library for a run of no framework: RunSet.subject).
+# Repeats: `repeats` of every timed point, then rounds of one more repeat for the points whose
+# question is still open, up to max_repeats (dlbench.rounds; the checkpoint plan_repeats).
+MIN_REPEATS = MEASUREMENT["repeats"]
+MAX_REPEATS = max(MEASUREMENT["max_repeats"], MIN_REPEATS)
+
+# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}},
+# every repeat a round may ask for (a record's folder is its framework, or its library for a run of no
+# framework: RunSet.subject).
 RUN_SETS = run_sets(WORKLOADS)
 RUN_SPECS = {
     name: {record_path(name, row[run_set.subject], run_id(row, run_set.columns)): run_set.build(config, row, THREADS)
-           for row in run_set.rows(config, FRAMEWORKS, MEASUREMENT["repeats"])}
+           for row in run_set.rows(config, FRAMEWORKS, MAX_REPEATS if run_set.timed else MIN_REPEATS)}
     for name, (workload, run_set) in RUN_SETS.items()
 }
+TIMED_SETS = [name for name, (workload, run_set) in RUN_SETS.items() if run_set.timed]
 # What each run set compares, in the config's order: the frameworks, or its libraries.
 SUBJECTS = {name: list(dict.fromkeys(getattr(spec, RUN_SETS[name][1].subject) for spec in specs.values()))
             for name, specs in RUN_SPECS.items()}
@@ -222,7 +229,7 @@ def run_priority(wildcards):
     repeat = int(re.search(r"repeat~(\d+)", wildcards.run).group(1))
     names = SUBJECTS[wildcards.workload]
     turn = (names.index(wildcards.subject) - repeat) % len(names)
-    return (MEASUREMENT["repeats"] - repeat + 1) * len(names) - turn
+    return (MAX_REPEATS - repeat + 1) * len(names) - turn
 
 
 # ---- targets -----------------------------------------------------------------------
@@ -233,12 +240,54 @@ def record_sets():
     return list(RUN_SPECS)
 
 
-def set_records(name):
-    return list(RUN_SPECS[name])
+def first_records(name):
+    """The records of a run set's first round: its repeats up to `repeats` (all of an untimed set's)."""
+    return [path for path, spec in RUN_SPECS[name].items() if spec.repeat <= MIN_REPEATS]
+
+
+def round_plan(round_):
+    return f"results/repeats/round-{round_}.json"
+
+
+def planned_rounds(until=MAX_REPEATS + 1, checked=True):
+    """[(plan file, its records)] of the adaptive rounds up to `until`, each read once the
+    checkpoint has written it (checked: through Snakemake, which plans the checkpoint first; else
+    those on disk). The rounds end at the first that plans no record (the last, MAX_REPEATS + 1,
+    never does: it says why every point stopped)."""
+    rounds = []
+    for round_ in range(MIN_REPEATS + 1, until + 1):
+        path = checkpoints.plan_repeats.get(round=round_).output[0] if checked else round_plan(round_)
+        if not Path(path).exists():
+            break
+        records = json.loads(Path(path).read_text())["records"]
+        rounds.append((path, records))
+        if not records:
+            break
+    return rounds
+
+
+def timed_records(until=MAX_REPEATS + 1, checked=True):
+    """Every timed run's record planned so far: the first round's, then each adaptive round's up to `until`."""
+    first = [path for name in TIMED_SETS for path in first_records(name)]
+    return first + [path for _, records in planned_rounds(until, checked) for path in records]
+
+
+def set_records(name, checked=True):
+    """The records of a run set: its first round and the adaptive rounds' (a timed set's)."""
+    if name not in TIMED_SETS:
+        return first_records(name)
+    prefix = f"results/runs/{name}/"
+    return [path for path in timed_records(checked=checked) if path.startswith(prefix)]
+
+
+def final_plan(wildcards=None):
+    """The last round's plan, which says why each timed point stopped (an input of the tables)."""
+    return planned_rounds()[-1][0]
 
 
 def all_targets():
-    return [path for name in record_sets() for path in set_records(name)] + report_targets()
+    """The first round's records (the later rounds' come with the tables that read them) and the report."""
+    return [path for name in record_sets() for path in first_records(name)] + report_targets()
 
 
 def report_targets():
@@ -298,7 +347,7 @@ def compare_baseline_environments(wildcards):
 def report_runs(fail):
     """Say how the configured runs stand: N ok, N not applicable, N failed (with the logs of
     the failed ones); with fail (config fail_on_failed_runs), failed runs fail the invocation."""
-    paths = [path for name in record_sets() for path in set_records(name)]
+    paths = [path for name in record_sets() for path in set_records(name, checked=False)]
     statuses = {path: record_status(path) for path in paths}
     failed = [path for path, status in statuses.items() if status == "failed"]
     counts = {label: sum(1 for s in statuses.values() if s == status)

@@ -22,6 +22,7 @@ rule compare:
         threshold=config["compare"]["threshold"],
         confidence=config["measurement"]["confidence"],
         resamples=config["measurement"]["resamples"],
+        cv_threshold=config["measurement"]["cv_threshold"],
         seed=config["seed"],
     log:
         "results/logs/report/compare.log",
@@ -32,5 +33,6 @@ rule compare:
     shell:
         "{params.python:q} {input.script:q} {params.baseline:q} {params.results:q}"
         " --csv {output.table:q} --figure {output.figure:q} --threshold {params.threshold}"
-        " --confidence {params.confidence} --resamples {params.resamples} --seed {params.seed} > {log:q} 2>&1"
+        " --confidence {params.confidence} --resamples {params.resamples} --cv-threshold {params.cv_threshold}"
+        " --seed {params.seed} > {log:q} 2>&1"
         " && cat {log:q}"

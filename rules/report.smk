@@ -16,6 +16,8 @@ rule aggregate:
         utilisation=report(update("results/tables/{workload}-utilisation.csv"), caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
         records=lambda wildcards: set_records(wildcards.workload),
+        # the last round's plan: why each point stopped (a timed set's)
+        rounds=lambda wildcards: final_plan() if wildcards.workload in TIMED_SETS else [],
         **script_inputs("aggregate.py"),
         python=env_input("report"),
     params:
@@ -42,7 +44,8 @@ rule aggregate:
         " --ratios {output.ratios:q} --min-unit-seconds {params.min_unit_seconds}"
         " --max-other-cpus {params.max_other_cpus} {params.statistics}"
         " {params.target} --frameworks {params.frameworks:q} --environment {output.environment:q}"
-        " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} > {log:q} 2>&1"
+        " --unsuccessful {output.unsuccessful:q} --utilisation {output.utilisation:q} --rounds {input.rounds:q}"
+        " > {log:q} 2>&1"
 
 
 rule headline:

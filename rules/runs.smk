@@ -39,3 +39,33 @@ rule train:
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
         " --out {output:q} --lock {params.lock:q} --attempt {params.attempt:q} > {log:q} 2>&1"
+
+
+# After the first `repeats` of every timed point, one round at a time: the points whose
+# headline ratios are still open run one more repeat (dlbench.rounds), within max_repeats and
+# budget_minutes. A checkpoint: the records it plans are known once it has read those before
+# (rules/common.smk, planned_rounds); a finished run plans nothing again.
+checkpoint plan_repeats:
+    output:
+        "results/repeats/round-{round}.json",
+    input:
+        records=lambda wildcards: timed_records(until=int(wildcards.round) - 1),
+        **script_inputs("plan_repeats.py", modules=["dlbench.rounds"]),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        measurement=json.dumps({key: MEASUREMENT[key] for key in (
+            "repeats", "max_repeats", "budget_minutes", "same_threshold", "confidence", "resamples",
+            "min_unit_seconds", "max_other_cpus")}, sort_keys=True),
+        seed=config["seed"],
+        frameworks=FRAMEWORKS,
+    log:
+        "results/logs/repeats/round-{round}.log",
+    wildcard_constraints:
+        round=r"\d+",
+    conda:
+        stack_env_file("report")
+    shell:
+        "{params.python:q} {input.script:q} {input.records:q} --round {wildcards.round}"
+        " --measurement {params.measurement:q} --seed {params.seed} --frameworks {params.frameworks:q}"
+        " --out {output:q} > {log:q} 2>&1"

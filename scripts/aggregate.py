@@ -6,12 +6,14 @@ the unsuccessful-runs table as invalid, and left out; the others are still aggre
 tables are written only once all of them are made, each through a temporary file.
 """
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
 
 import pandas as pd
 
+from dlbench.rounds import stopped
 from dlbench.stats import point_statistics, ratios
 from dlbench.tables import environment_rows, load_records, tables, units_table, unsuccessful, utilisation_rows
 
@@ -43,6 +45,8 @@ def main():
     parser.add_argument("--target", nargs=2, metavar=("METRIC", "VALUE"),
                         help="time to accuracy: convergence steps until METRIC first reaches VALUE, times seconds per step")
     parser.add_argument("--frameworks", nargs="*", help="the configured order of the frameworks (ratio order)")
+    parser.add_argument("--rounds", nargs="*", default=[],
+                        help="the last adaptive round's plan (dlbench.rounds): the points table says why each point stopped")
     args = parser.parse_args()
     invalid = []
     records = load_records(args.records, invalid=invalid)
@@ -55,8 +59,10 @@ def main():
         runs, convergence = pd.DataFrame(columns=["status"]), pd.DataFrame()
     units = units_table(records, args.min_unit_seconds, args.max_other_cpus)
     statistics = dict(confidence=args.confidence, resamples=args.resamples, seed=args.seed)
-    frames = {args.runs: runs, args.convergence: convergence, args.units: units,
-              args.points: point_statistics(units, cv_threshold=args.cv_threshold, **statistics),
+    points = point_statistics(units, cv_threshold=args.cv_threshold, **statistics)
+    if args.rounds:
+        points["stopped"] = stopped(points, json.loads(Path(args.rounds[0]).read_text()))
+    frames = {args.runs: runs, args.convergence: convergence, args.units: units, args.points: points,
               args.ratios: ratios(units, frameworks=args.frameworks, cv_threshold=args.cv_threshold, **statistics),
               args.environment: environment_rows(records),
               args.unsuccessful: unsuccessful(runs, invalid), args.utilisation: utilisation_rows(records)}

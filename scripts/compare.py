@@ -9,6 +9,15 @@ old with its hierarchical bootstrap interval (repeats, then units within them), 
 lies within, else "not resolved at N repeats"; and the repeats per side that would resolve it
 (dlbench.stats.compare). Points in one folder only are listed at the end.
 
+A point is flagged as the points tables flag it (dlbench.flags, from each folder's units):
+unstable, short units (a steady unit below min_unit_seconds), contended (other processes used
+more than max_other_cpus cores during a steady unit). The table names each side's flags
+(old_flags, new_flags), and a point either side of which is contended or has short units timed
+more than the framework: it is not called faster, slower or the same but "not resolved
+(contended)" (or "(short units)"), its ratio still shown (`with_flags`). An unstable side still
+decides, its interval carrying the spread; the figure marks flagged points as every figure
+does (dlbench.plots: hollow unstable, a cross contended or short units).
+
 Figures from two machines are not comparable without saying so: when the folders' environment
 tables (tables/*-environment.csv) name different CPUs (model and the instruction-set flags
 that decide kernels; `cpu_model` in tables older than those columns), a warning says so on
@@ -30,13 +39,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from dlbench.stats import compare, plain
+from dlbench.flags import NAMES, NOTES, key, marker, named, not_resolved, point_flags, withdrawing
+from dlbench.stats import FLAGS, compare, plain
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange"}
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
-RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict"]
+RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict", "old_flags", "new_flags"]
+CALLS = ("faster", "slower", "same")   # the verdicts a contended or short-unit side withdraws
 
 
 def units_tables(folder):
@@ -66,16 +78,35 @@ def cpus(old, new):
     return None
 
 
-def compare_folders(old, new, **options):
-    """compare() per workload (each has its own point columns), in one table: the points of
-    every workload's columns, the points in one folder only at the end, and a readable label
-    of each point ("point", not written to the CSV)."""
+def side_flags(part, units, cv_threshold):
+    """Per row of a compare() table, the flags of its point in `units` (FLAGS names; [] where the
+    point has no steady units there)."""
+    columns, found = point_flags(units, cv_threshold)
+    return [found.get(key(row[c] for c in columns), []) for _, row in part[columns].iterrows()]
+
+
+def with_flags(part, before, after, cv_threshold=0.05):
+    """compare()'s table with each side's flags (old_flags, new_flags: named as dlbench.flags
+    names them, '' if none), and a faster, slower or same verdict withdrawn where either side is
+    contended or has short units: 'not resolved (contended)'."""
+    part = part.copy()
+    old_flags, new_flags = side_flags(part, before, cv_threshold), side_flags(part, after, cv_threshold)
+    part["old_flags"], part["new_flags"] = list(map(named, old_flags)), list(map(named, new_flags))
+    part["verdict"] = [not_resolved(o + n) if verdict in CALLS and withdrawing(o + n) else verdict
+                       for verdict, o, n in zip(part["verdict"], old_flags, new_flags)]
+    return part
+
+
+def compare_folders(old, new, cv_threshold=0.05, **options):
+    """compare() per workload (each has its own point columns) with each side's flags
+    (with_flags), in one table: the points of every workload's columns, the points in one folder
+    only at the end, and a readable label of each point ("point", not written to the CSV)."""
     parts = []
     for workload in sorted(set(old) | set(new)):
         # a workload on one side only: the other side is an empty table with the same columns
         before = old[workload] if workload in old else new[workload].iloc[:0]
         after = new[workload] if workload in new else before.iloc[:0]
-        part = compare(before, after, **options)
+        part = with_flags(compare(before, after, **options), before, after, cv_threshold)
         keys = [c for c in part.columns if c not in ("workload", "framework", *RESULTS)]
         part["point"] = [" ".join(f"{k}={plain(v)}" for k, v in zip(keys, values) if not pd.isna(v))
                          for values in part[keys].itertuples(index=False)]
@@ -92,6 +123,20 @@ def label(row):
     return f"{row['workload']} {row['framework']} {row['point']}".strip()
 
 
+def row_flags(row):
+    """The FLAGS names of either side of a compare table's row (its old_flags, new_flags text)."""
+    words = {word for side in ("old_flags", "new_flags") if isinstance(row.get(side), str)
+             for word in row[side].split(", ")}
+    return [name for name in FLAGS if NAMES[name] in words]
+
+
+def flagged_label(row):
+    """A point's label with each side's flags, e.g. '... (new: contended)'."""
+    sides = [f"{side}: {row[f'{side}_flags']}" for side in ("old", "new")
+             if isinstance(row.get(f"{side}_flags"), str) and row[f"{side}_flags"]]
+    return label(row) + (f" ({'; '.join(sides)})" if sides else "")
+
+
 def colour(verdict):
     """The colour of a verdict ("not resolved at N repeats": orange)."""
     return COLOURS["not resolved" if verdict.startswith("not resolved") else verdict]
@@ -104,10 +149,14 @@ def draw(table, path, threshold, warning=None):
         ax.axis("off")
         ax.text(0.5, 0.5, "no point has steady units in both results folders", ha="center", va="center")
     else:
+        seen = set()
         for y, row in both.iterrows():
+            flags = row_flags(row)
+            seen.update(flags)
+            shape, face = marker(flags)
             ax.errorbar(row["ratio"], y, xerr=[[row["ratio"] - row["ci_low"]], [row["ci_high"] - row["ratio"]]],
-                        fmt="o", color=colour(row["verdict"]), capsize=3)
-        ax.set_yticks(range(len(both)), [label(row) for _, row in both.iterrows()])
+                        fmt=shape, color=colour(row["verdict"]), markerfacecolor=face, capsize=3)
+        ax.set_yticks(range(len(both)), [flagged_label(row) for _, row in both.iterrows()])
         ax.invert_yaxis()
         ax.set_xscale("log")
         # ratios near 1 fall between a log axis's decades: ticks a reader can read
@@ -122,6 +171,13 @@ def draw(table, path, threshold, warning=None):
         ax.set_xlabel("new / old steady throughput (samples/s), hierarchical bootstrap interval; > 1 is faster")
         for verdict, shade in COLOURS.items():
             ax.plot([], [], "o", color=shade, label=verdict)
+        # the marks of a flagged side, as every figure has them (dlbench.plots.interval_plot)
+        if "unstable" in seen:
+            ax.add_line(Line2D([], [], marker="o", linestyle="none", color="dimgrey", markerfacecolor="white",
+                               label=f"hollow: {NOTES['unstable']}"))
+        for name in withdrawing(FLAGS):
+            if name in seen:
+                ax.add_line(Line2D([], [], marker="X", linestyle="none", color="dimgrey", label=f"cross: {NOTES[name]}"))
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     only = len(table) - len(both)
     ax.set_title(f"new / old, {len(both)} points" + (f" ({only} in one folder only: see the table)" if only else "")
@@ -140,11 +196,13 @@ def main():
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--resamples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--cv-threshold", type=float, default=0.05,
+                        help="a point whose units or runs vary more (CV) is flagged unstable (measurement.cv_threshold)")
     args = parser.parse_args()
 
     old, new = units_tables(args.old), units_tables(args.new)
-    table = compare_folders(old, new, threshold=args.threshold, confidence=args.confidence,
-                            resamples=args.resamples, seed=args.seed)
+    table = compare_folders(old, new, cv_threshold=args.cv_threshold, threshold=args.threshold,
+                            confidence=args.confidence, resamples=args.resamples, seed=args.seed)
     found = cpus(environments(args.old), environments(args.new))
     same_cpu = None if found is None else found[0] == found[1]
     warning = None
@@ -162,14 +220,16 @@ def main():
     draw(table, args.figure, args.threshold,
          "different CPUs: see the table's same_cpu column" if same_cpu is False else None)
 
-    verdicts = table["verdict"].str.replace(r"not resolved at \d+ repeats", "not resolved", regex=True)
+    verdicts = table["verdict"].str.replace(r"^not resolved .*$", "not resolved", regex=True)
     counts = verdicts.value_counts()
     summary = f"{sum(counts.get(v, 0) for v in COLOURS)} points: " + ", ".join(
         f"{counts.get(v, 0)} {v}" for v in COLOURS)
     extra = [f"{counts[v]} {v}" for v in ("only in old", "only in new") if counts.get(v, 0)]
     print(summary + (f"; {', '.join(extra)}" if extra else ""))
-    for _, row in table[table["verdict"].isin(["faster", "slower"])].iterrows():
-        print(f"  {row['verdict']}: {label(row)} new/old {row['ratio']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
+    withdrawn = table["verdict"].str.fullmatch(r"not resolved \(.*\)")
+    for _, row in table[table["verdict"].isin(["faster", "slower"]) | withdrawn].iterrows():
+        print(f"  {row['verdict']}: {flagged_label(row)} new/old {row['ratio']:.3f} "
+              f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]")
 
 
 if __name__ == "__main__":

@@ -148,3 +148,29 @@ def test_the_compare_target_reads_the_baseline_given_on_the_command_line(tmp_pat
     out = snakemake("-n", "-p", "compare", *SMOKE, "--config", f"compare={{baseline: {baseline}}}").stdout
     assert "rule compare:" in out and str(baseline / "tables" / "mnist-units.csv") in out
     assert f"compare.py {baseline} results --csv results/tables/compare.csv" in out
+
+
+def test_a_point_with_a_contended_or_short_unit_side_is_not_resolved_and_each_side_names_its_flags(tmp_path):
+    """small (30% faster) has a contended unit in new, large (30% slower) a short unit in old:
+    neither is called, and each side's flags are named; tiny, clean on both sides, is the same."""
+    old = table(*(point_rows("pytorch", noisy(100, noise=0.005, seed=i), model=model,
+                             below={(1, 2)} if model == "large" else ())
+                  for i, model in enumerate(VERDICTS)))
+    new = table(point_rows("pytorch", noisy(130, noise=0.005, seed=5), model="small", contended={(2, 3)}),
+                point_rows("pytorch", noisy(70, noise=0.005, seed=6), model="large"),
+                point_rows("pytorch", noisy(100, noise=0.005, seed=7), model="tiny"))
+    write_results(tmp_path / "old", old, [EPYC])
+    write_results(tmp_path / "new", new, [EPYC])
+    out = tmp_path / "out"
+    proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
+                       out / "compare.png", "--resamples", RESAMPLES)
+    assert proc.returncode == 0, proc.stderr
+    found = pd.read_csv(out / "compare.csv", keep_default_na=False).set_index("model")
+    assert dict(found["verdict"]) == {"small": "not resolved (contended)", "large": "not resolved (short units)",
+                                      "tiny": "same", "gone": "only in old"}
+    assert dict(found["old_flags"]) == {"small": "", "large": "short units", "tiny": "", "gone": ""}
+    assert dict(found["new_flags"]) == {"small": "contended", "large": "", "tiny": "", "gone": ""}
+    assert float(found.loc["small", "ratio"]) == pytest.approx(1.3, rel=0.03)   # the figure is still shown
+    assert list(found.columns)[-4:] == ["verdict", "old_flags", "new_flags", "same_cpu"]
+    assert "3 points: 0 faster, 0 slower, 1 same, 2 not resolved; 1 only in old" in proc.stdout
+    assert "not resolved (contended): mnist pytorch model=small" in proc.stdout and "(new: contended)" in proc.stdout

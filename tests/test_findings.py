@@ -1,5 +1,6 @@
 """What this run found: the replication table's verdicts computed from tables, by their criteria,
 and the summary the report opens with (tests/test_report_view.py looks at it in a browser)."""
+import json
 import re
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
                     "segment": segment, "wall_s": wall}
                    for f, mode in (("pytorch", "eager"), ("mxnet", "hybrid"))
                    for repeat in (1, 2) for segment, wall in ((1, 3.0 + repeat), (2, 2.0))]
+    # a repeat past measurement.convergence_repeats: one row with its status and no segment
+    convergence += [{"framework": f, "run_id": f"{f}-3", "devices": 1, "mode": mode, "status": "ok", "segment": None,
+                     "wall_s": None} for f, mode in (("pytorch", "eager"), ("mxnet", "hybrid"))]
     runtimes = [{"model": "mnist-small", "runtime": "mxnet", "ok": 3, "not_ok": None, "class_agreement": 1.0,
                  "max_abs_difference": 1e-6},
                 {"model": "imdb-lstm", "runtime": "mxnet", "ok": 0, "not_ok": "no translation of ConstantOfShape",
@@ -93,6 +97,7 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
     assert claims.loc["Graphs (compiled modes) use less memory than imperative code", "verdict"] == "does not hold"
     epoch = claims.loc["The first epoch is slower than the second"]
     assert epoch["verdict"] == "holds" and "pytorch 2.25x (2.00-2.50)" in epoch["figures"]
+    assert "every repeat that carries convergence segments" in epoch["criterion"]
     onnx = claims.loc["A model moves from PyTorch to MXNet through ONNX"]
     assert onnx["verdict"] == "does not hold" and "ConstantOfShape" in onnx["figures"]
     code = claims.loc["PyTorch is quicker to write (and debug)"]
@@ -151,3 +156,107 @@ def test_one_repeat_is_said_to_have_no_interval(tmp_path):
     page = run_summary(tmp_path, points, [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, nan, nan)])
     assert "fastest tensorflow, 300 (one repeat: no interval) images/s" in page
     assert "pytorch 0.33 (one repeat: no interval)" in page
+
+
+def flagged(row, **flags):
+    return {**row, **flags}
+
+
+def test_a_verdict_resting_on_a_contended_or_short_unit_ratio_is_not_resolved(tmp_path):
+    """The flag rule (replication.FLAG_RULE): a contended or short-unit ratio decides nothing; an
+    unstable one still does; every figure from a flagged ratio names its flags."""
+    mnist = [ratio_row("tensorflow (graph) / pytorch (eager)", 1.5, 1.2, 1.8),
+             flagged(ratio_row("tensorflow (graph) / pytorch (eager)", 2.0, 1.6, 2.5, devices=2), contended=True),
+             flagged(ratio_row("graph / eager", 2.0, 1.6, 2.5, framework="tensorflow"), unstable=True),
+             ratio_row("2 / 1 devices (mirrored)", 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None),
+             flagged(ratio_row("2 / 1 devices (mirrored)", 1.2, 1.05, 1.4, framework="tensorflow", mode="graph",
+                               devices=None, model="large"), below_minimum=True, contended=True)]
+    # a clean counter-example stands beside a flagged one (imdb); a flagged one alone does not (chestxray)
+    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, workload="imdb"),
+            flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 0.7, 0.6, 0.8, workload="imdb", devices=2),
+                    contended=True)]
+    chestxray = [flagged(ratio_row("synthetic / real", 0.8, 0.7, 0.9, framework="pytorch", workload="chestxray"),
+                         contended=True),
+                 ratio_row("synthetic / real", 1.2, 1.1, 1.3, framework="tensorflow", workload="chestxray")]
+    loaders = [{"loader": "pytorch loader", "format": "jpeg", "workers": 0, "images_per_s": 5.0, "ci_low": 4.0,
+                "ci_high": 6.0, "unstable": False, "below_minimum": True, "contended": False,
+                "trainer_images_per_s": 10.0, "keeps_trainer_fed": False},
+               {"loader": "pytorch loader", "format": "jpeg", "workers": 2, "images_per_s": 20.0, "ci_low": 15.0,
+                "ci_high": 25.0, "unstable": False, "below_minimum": False, "contended": False,
+                "trainer_images_per_s": 10.0, "keeps_trainer_fed": True}]
+    claims = replication({"mnist-ratios": mnist, "imdb-ratios": imdb, "chestxray-ratios": chestxray,
+                          "chestxray-loader-verdict": loaders}, tmp_path, ["mnist", "imdb", "chestxray"])
+    tf = claims.loc["TensorFlow processes more images per second than PyTorch"]
+    assert tf["verdict"] == "not resolved at these repeats"  # it would hold on every interval
+    assert "2.00x [1.60, 2.50] (contended)" in tf["figures"] and "1.50x [1.20, 1.80];" in tf["figures"]
+    assert "contended or has short units counts as not resolved" in tf["criterion"]
+    graphs = claims.loc["Graphs (compiled modes) train faster than imperative code"]
+    assert graphs["verdict"] == "holds" and "2.00x [1.60, 2.50] (unstable)" in graphs["figures"]
+    assert claims.loc["MXNet trains the LSTM faster than PyTorch", "verdict"] == "does not hold"
+    real = claims.loc["Training from real image files is slower than from synthetic tensors"]
+    assert real["verdict"] == "not resolved at these repeats" and "pytorch: 0.80x [0.70, 0.90] (contended)" in real["figures"]
+    devices = claims.loc["TensorFlow gains by treating each CPU core as a device"]
+    assert devices["verdict"] == "not resolved at these repeats"
+    assert "1.20x [1.05, 1.40] (short units, contended)" in devices["figures"]
+    small = claims.loc["The small model does not gain from more devices"]  # a clean gain of the small model
+    assert small["verdict"] == "does not hold"
+    loader = claims.loc["The data loader is the bottleneck"]   # the one slow loader has short units
+    assert loader["verdict"] == "not resolved at these repeats" and "images/s (short units)" in loader["figures"]
+
+
+def test_the_summary_marks_every_number_from_a_flagged_point_or_ratio_and_says_what_the_marks_mean(tmp_path):
+    points = [points_row("pytorch", "eager", 100, 90, 110),
+              flagged(points_row("tensorflow", "graph", 300, 250, 350), contended=True),
+              points_row("mxnet", "hybrid", 280, 240, 320)]
+    ratios = [flagged(ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5), contended=True),
+              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
+              flagged(ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1), unstable=True, contended=True)]
+    page = run_summary(tmp_path, points, ratios)
+    assert re.search(r"fastest tensorflow, 300 \[250, 350\]<sup[^>]*>\[contended\]</sup> images/s", page)
+    assert re.search(r"against mxnet 0.93 \[0.80, 1.10\]<sup[^>]*>\[unstable, contended\]</sup>", page)
+    assert re.search(r"ahead of pytorch 0.33 \[0.29, 0.40\]<sup[^>]*>\[contended\]</sup>", page)
+    legend = re.search(r'<p class="flags">.*?</p>', page).group(0)
+    assert "[contended]</sup> other processes used more than max_other_cpus" in legend
+    assert "[unstable]</sup> its units or runs vary" in legend and "short units" not in legend  # only those shown
+    (tmp_path / "clean").mkdir()
+    clean = run_summary(tmp_path / "clean", [points_row("pytorch", "eager", 100, 90, 110),
+                                             points_row("tensorflow", "graph", 300, 250, 350)],
+                        [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5)])
+    assert "<sup" not in clean and 'class="flags"' not in clean
+
+
+# Runs in the report env (seaborn): draws the findings' forest plot and reports its marks and labels.
+FOREST = """
+import json, sys
+import matplotlib.pyplot as plt
+import pandas as pd
+sys.path.insert(0, sys.argv[3])
+import summary
+
+drawn = []
+plt.close = lambda fig: drawn.append(fig)   # keep the figure to look at it
+summary.forest(pd.read_csv(sys.argv[1]), None, sys.argv[2], "mnist", "images")
+fig = drawn[0]
+ax = fig.axes[0]
+print(json.dumps({"marks": [[bar.lines[0].get_marker(), str(bar.lines[0].get_markerfacecolor())] for bar in ax.containers],
+                  "labels": [t.get_text() for t in ax.get_yticklabels()],
+                  "legend": [t.get_text() for legend in fig.legends for t in legend.get_texts()]}))
+"""
+
+
+def test_the_forest_plot_marks_flagged_ratios_as_every_figure_does(tmp_path):
+    """Hollow: unstable; a cross: contended or short units; the label names the flags."""
+    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
+              flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3), unstable=True),
+              flagged(ratio_row("jax (jit) / pytorch (eager)", 2.0, 1.5, 2.5), contended=True),
+              flagged(ratio_row("chainer (eager) / pytorch (eager)", 0.5, 0.4, 0.6), below_minimum=True)]
+    path = tmp_path / "ratios.csv"
+    pd.DataFrame(ratios).to_csv(path, index=False)
+    out = subprocess.run([venv_python("report"), "-c", FOREST, str(path), str(tmp_path / "forest.png"), str(FINDINGS)],
+                         capture_output=True, text=True, check=True).stdout
+    drawn = json.loads(out)
+    assert [mark for mark, _ in drawn["marks"]] == ["o", "o", "X", "X"]
+    assert [face == "white" for _, face in drawn["marks"]] == [False, True, False, False]
+    assert drawn["labels"][1:] == ["mxnet (unstable)", "jax (contended)", "chainer (short units)"]
+    assert any(text.startswith("hollow: unstable") for text in drawn["legend"])
+    assert any("cross: contended" in text and "cross: short units" in text for text in drawn["legend"])

@@ -204,8 +204,9 @@ cloudpickle.register_pickle_by_value(helper)
 
 def test_the_chestxray_loader_delivers_the_orders_batches_with_each_steps_epoch_across_blocks(tmp_path):
     """The protocol's own loop (run_blocks) over the ChestX-ray training loader, 0 and 2 workers:
-    units of 3 steps over epochs of 4 steps, so that the epoch changes inside a block; every
-    step gets the batch of its (epoch, indices), as TrainBatch makes it directly."""
+    the first step alone (no convergence segment), then units of 4 steps over epochs of 4
+    steps, so that the epoch changes inside a block; every step gets the batch of its (epoch,
+    indices), as TrainBatch makes it directly."""
     code = """
     import numpy as np
     from dlbench.clock import run_blocks, RunClock
@@ -228,11 +229,11 @@ def test_the_chestxray_loader_delivers_the_orders_batches_with_each_steps_epoch_
     """
     for workers in (0, 2):
         spec = smoke_spec("chestxray-loader", "jax", workers=workers)
-        spec = replace(spec, measure=replace(spec.measure, min_unit_steps=3, max_unit_steps=3))
+        spec = replace(spec, measure=replace(spec.measure, min_unit_steps=4, max_unit_steps=4))
         out = run_jax(code, tmp_path, loader=spec)
-        assert out["same"] == [True] * 6, workers  # calibration (3 steps), steady (3)
-        assert out["epochs"] == [1, 1, 1, 1, 2, 2]  # 8 images, batches of 2
-        assert out["unread"] == out["order"] - 6 > 0  # the order is read only as far as the run went
+        assert out["same"] == [True] * 9, workers  # the first step, calibration (4 steps), steady (4)
+        assert out["epochs"] == [1, 1, 1, 1, 2, 2, 2, 2, 3]  # 8 images, batches of 2
+        assert out["unread"] == out["order"] - 9 > 0  # the order is read only as far as the run went
 
 
 def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(tmp_path):

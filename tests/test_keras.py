@@ -140,9 +140,9 @@ print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "re
 """
 
 
-def run_probe(framework, tmp_path, workers, devices=1, strategy="single"):
+def run_probe(framework, tmp_path, workers, devices=1, strategy="single", convergence=CONVERGENCE):
     spec = smoke_spec("mnist", framework, batch=BATCH // devices, devices=devices, strategy=strategy)
-    spec = dataclasses.replace(spec, measure=MEASURE, convergence=CONVERGENCE)
+    spec = dataclasses.replace(spec, measure=MEASURE, convergence=convergence)
     (tmp_path / "spec.json").write_text(spec_to_json(spec))
     script = (f"SPEC = {str(tmp_path / 'spec.json')!r}\nLOG = {str(tmp_path / 'loads.jsonl')!r}\n"
               f"SAMPLES, WORKERS = {SAMPLES}, {workers}\n" + PROBE)
@@ -163,15 +163,15 @@ def signature(order, replicas=1):
     return values
 
 
-def check_blocks(spec, out, loads_before_run=0):
+def check_blocks(spec, out, loads_before_run=0, blocks=BLOCKS):
     """Every block trains on exactly the run's next steps, in order, with the learning rate of
     the next step's epoch after it; every step's batch is loaded, none before the run's first
     clock but `loads_before_run` (one batch's shapes, a strategy's read-ahead), none trained."""
-    order, epochs = run_order(SAMPLES, spec.global_batch, spec.seed, Plan.max_steps(MEASURE, CONVERGENCE))
+    order, epochs = run_order(SAMPLES, spec.global_batch, spec.seed, Plan.max_steps(MEASURE, spec.convergence))
     expected = signature(order, out["replicas"] if spec.strategy == "mirrored" else 1)
     starts = [e for e in out["events"] if e[0] == "start"]
     stops = [e for e in out["events"] if e[0] == "stop"]
-    assert [(kind, stop[2]) for (_, _, kind, _), stop in zip(starts, stops)] == BLOCKS
+    assert [(kind, stop[2]) for (_, _, kind, _), stop in zip(starts, stops)] == blocks
     done = 0
     for (_, start, kind, steps_before), (_, stop, steps, probe_steps, probe_signature, lr) in zip(starts, stops):
         assert steps_before == done and start < stop
@@ -203,6 +203,14 @@ def test_each_block_trains_on_exactly_the_runs_next_steps(framework, workers, tm
         assert out["main_pid"] not in pids, "the batches load in Keras' worker processes"
     elif not workers:
         assert pids == {out["main_pid"]}
+
+
+@pytest.mark.parametrize("framework", ["keras-tensorflow", "keras-jax", "keras-torch"])
+def test_without_segments_the_first_step_is_a_fit_epoch_of_its_own(framework, tmp_path):
+    """No convergence segment: the run's first step (compiling) is a 1-step block, then fit again
+    from step 2 with the calibration's lengths (dlbench.clock.Plan)."""
+    spec, out = run_probe(framework, tmp_path, 0, convergence=Convergence(steps=0, eval_every=1))
+    check_blocks(spec, out, LOADS_BEFORE_RUN[framework], blocks=[("calibration", 1), *BLOCKS[1:]])
 
 
 @pytest.mark.parametrize("workers", [0, 2])

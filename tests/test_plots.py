@@ -54,3 +54,48 @@ def test_a_figure_without_flags_has_no_marks_to_explain(tmp_path):
     assert drawn["legend"] == []
     # the same framework, the same colour, in every figure
     assert draw([row("jax"), row("chainer")], tmp_path)["colours"]["jax"] == drawn["colours"]["jax"]
+
+
+# Runs in the report env: which runs the accuracy figures and the loss curves read.
+CONVERGENCE = textwrap.dedent("""
+    import json, sys
+    import pandas as pd
+    from dlbench import plots
+
+    runs, convergence, units = (pd.DataFrame(json.loads(arg)) for arg in sys.argv[1:4])
+    drawn = []
+    plots.save = lambda grid, path, title: drawn.append(grid.data)   # keep what the figure drew
+    plots.loss_curves(convergence, units, sys.argv[4], "losses")
+    print(json.dumps({"accuracy": sorted(plots.convergence_runs(runs)["run_id"]),
+                      "losses": sorted(set(drawn[0]["run_id"]))}))
+""")
+
+
+def tables_of(segments_in):
+    """Runs, convergence and units tables of one framework's repeats 1 to 3; the repeats in
+    `segments_in` trained 2 convergence segments, the others none (one row, no segment)."""
+    runs, convergence, units = [], [], []
+    for repeat in (1, 2, 3):
+        run = {"framework": "pytorch", "run_id": f"repeat~{repeat}", "repeat": repeat, "status": "ok"}
+        carries = repeat in segments_in
+        runs.append({**run, "segments": 2 if carries else 0, "final_test_accuracy": 0.9 if carries else None})
+        convergence += ([{**run, "segment": s, "step": 10 * s, "loss": 1.0 / s} for s in (1, 2)] if carries
+                        else [{**run, "segment": None, "step": None, "loss": None}])
+        start = 20 if carries else 0
+        units += [{**run, "step": start + 10 * u, "loss": 0.4} for u in (1, 2)]
+    return runs, convergence, units
+
+
+def convergence_figures(tmp_path, segments_in):
+    tables = [json.dumps(table) for table in tables_of(segments_in)]
+    out = subprocess.run([venv_python("report"), "-c", CONVERGENCE, *tables, str(tmp_path / "loss.png")],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def test_accuracy_and_loss_curves_read_the_repeats_that_carry_segments(tmp_path):
+    # repeat 1 trained the segments (measurement.convergence_repeats 1); 2 and 3 measured throughput only
+    assert convergence_figures(tmp_path, {1}) == {"accuracy": ["repeat~1"], "losses": ["repeat~1"]}
+    # a run set without convergence steps: every repeat trained alike
+    every = ["repeat~1", "repeat~2", "repeat~3"]
+    assert convergence_figures(tmp_path, set()) == {"accuracy": every, "losses": every}

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.clock import epoch_order, Plan, run_order
+from dlbench.clock import Block, epoch_order, Plan, run_order
 from dlbench.specs import Convergence, Measure
 
 
@@ -25,12 +25,24 @@ def play(plan, seconds_per_step, noise=()):
     return blocks
 
 
+def play_steps(plan, seconds, step=0.01):
+    """Run the plan with each block's steps taking seconds(i, block) for the run's step i (from
+    0) in the plan's block number `block` (from 0), else `step`; the blocks run."""
+    blocks, done = [], 0
+    while (block := plan.upcoming()) is not None:
+        plan.done(sum(seconds(i, len(blocks)) for i in range(done, done + block.steps)))
+        blocks.append(block)
+        done += block.steps
+    return blocks
+
+
 def test_calibration_grows_units_until_one_lasts_the_minimum_then_warms_up_and_measures():
     plan = Plan(measure(), Convergence(steps=0, eval_every=1))
     blocks = play(plan, seconds_per_step=0.05)  # a 1 s unit is 20 steps
     kinds = [b.kind for b in blocks]
     calibration = [b.steps for b in blocks if b.kind == "calibration"]
-    assert calibration[0] == 4 and calibration[-1] >= 20 and calibration == sorted(calibration)
+    # the first step alone (no segment took it), then from min_unit_steps
+    assert calibration[:2] == [1, 4] and calibration[-1] >= 20 and calibration == sorted(calibration)
     assert kinds == ["calibration"] * len(calibration) + ["warmup"] + ["steady"] * 3
     assert {b.steps for b in blocks if b.kind != "calibration"} == {calibration[-1]}
     # the last calibration unit is the first warm-up unit of that length; the next agrees: stable
@@ -38,14 +50,14 @@ def test_calibration_grows_units_until_one_lasts_the_minimum_then_warms_up_and_m
 
 
 def test_warm_up_runs_until_two_units_agree_or_the_cap():
-    # the first units of the calibrated length are 50% and 30% slow, then steady
+    # after the first step alone, the first units of the calibrated length are 50% and 30% slow, then steady
     plan = Plan(measure(min_unit_steps=32), Convergence(0, 1))
-    blocks = play(plan, 0.05, noise=[0.5, 0.3, 0.0, 0.0])
+    blocks = play(plan, 0.05, noise=[0.0, 0.5, 0.3, 0.0, 0.0])
     assert plan.summary()["warmup_end"] == "stable" and plan.summary()["warmup_units"] == 4
-    assert [b.kind for b in blocks] == ["calibration", "warmup", "warmup", "warmup", "steady", "steady", "steady"]
+    assert [b.kind for b in blocks] == ["calibration"] * 2 + ["warmup"] * 3 + ["steady"] * 3
     # never agreeing: the cap ends it, and the record says so
     plan = Plan(measure(min_unit_steps=32, max_warmup_units=3), Convergence(0, 1))
-    play(plan, 0.05, noise=[0.5, 0.0, 0.5, 0.0, 0.5])
+    play(plan, 0.05, noise=[0.0, 0.5, 0.0, 0.5, 0.0, 0.5])
     assert plan.summary() == {"unit_steps": 32, "warmup_units": 3, "warmup_end": "cap"}
 
 
@@ -60,8 +72,38 @@ def test_convergence_segments_come_first_each_evaluated_then_the_units():
     plan = Plan(measure(min_unit_steps=32), Convergence(steps=25, eval_every=10))
     blocks = play(plan, 0.05)
     assert [(b.kind, b.steps) for b in blocks[:3]] == [("segment", 10), ("segment", 10), ("segment", 5)]
-    assert blocks[3].kind == "calibration"
+    # the segments took the first steps: calibration starts from min_unit_steps
+    assert (blocks[3].kind, blocks[3].steps) == ("calibration", 32)
     assert sum(b.steps for b in blocks) <= Plan.max_steps(plan.measure, Convergence(25, 10))
+
+
+def test_the_compiling_step_never_sets_the_unit_s_length():
+    """No segment: the first step (30 s of compiling) runs alone, a calibration block that counts
+    as warm-up; the unit is calibrated on the steps after it (0.01 s each): at least
+    min_unit_steps and min_unit_seconds, not the 5 steps that 30 s would have passed as a unit."""
+    plan = Plan(measure(min_unit_seconds=1.0, min_unit_steps=5, max_unit_steps=1000), Convergence(0, 1))
+    blocks = play_steps(plan, lambda i, block: 30.0 if i == 0 else 0.01)
+    assert blocks[0] == Block("calibration", 1) and blocks[1] == Block("calibration", 5)
+    unit = plan.summary()["unit_steps"]
+    assert unit >= 5 and unit * 0.01 >= 1.0 - 1e-9
+    assert {b.steps for b in blocks if b.kind in ("warmup", "steady")} == {unit}
+    assert plan.summary()["warmup_end"] == "stable" and max(plan.warmup_walls) < 2.0  # the 30 s is no warm-up unit
+    assert sum(b.steps for b in blocks) <= Plan.max_steps(plan.measure, Convergence(0, 1))
+
+
+def test_warm_up_ends_at_the_cap_while_the_steps_keep_slowing_and_stable_once_they_settle():
+    """The warm-up rule (Plan): two consecutive warm-up units agree within warmup_tolerance, or the cap."""
+    tolerance = measure().warmup_tolerance  # 10%
+    # every block's steps 15% slower than the last one's: neighbours never agree, whatever the cap
+    for cap in (4, 8):
+        plan = Plan(measure(max_warmup_units=cap), Convergence(0, 1))
+        play_steps(plan, lambda i, block: 0.01 * 1.15 ** block)
+        assert 0.15 > tolerance and plan.summary()["warmup_end"] == "cap"
+        assert plan.summary()["warmup_units"] == cap
+    # slow at first, then settling (the excess halves every block): stable before the cap
+    plan = Plan(measure(max_warmup_units=8), Convergence(0, 1))
+    play_steps(plan, lambda i, block: 0.01 * (1 + 0.5 * 0.5 ** block))
+    assert plan.summary()["warmup_end"] == "stable" and plan.summary()["warmup_units"] < 8
 
 
 @pytest.mark.parametrize("n_samples, batch", [(100, 8), (64, 64)])

@@ -1,4 +1,5 @@
 """Typed specs, code provenance and the one list of frameworks."""
+import dataclasses
 import json
 import re
 
@@ -10,9 +11,11 @@ from dlbench.clock import epoch_order
 from dlbench.contract import FrameworkError, NotApplicable
 from dlbench.protocol import resolve_device
 from dlbench.provenance import code_files
-from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
+from dlbench.specs import Convergence, SpecError, spec_from_dict, spec_to_dict, spec_to_json
+from dlbench.workloads import run_set
+from dlbench.workloads.onnx.definition import source_spec
 from conftest import REPO
-from specs import smoke_spec
+from specs import DEFAULT_ROWS, smoke_config, smoke_spec
 
 WORKLOADS = ("mnist", "imdb", "chestxray", "chestxray-loader")
 
@@ -32,6 +35,28 @@ def test_one_name_per_meaning_in_every_workload():
         spec = spec_to_dict(smoke_spec(workload, "pytorch"))
         assert isinstance(spec["model"], dict) and isinstance(spec["data"], dict), workload
         assert {"batch", "devices", "nodes", "strategy", "threads", "measure", "convergence", "seed"} <= set(spec), workload
+
+
+@pytest.mark.parametrize("workload", ["mnist", "imdb", "chestxray"])
+def test_only_the_first_repeats_train_the_convergence_segments(workload):
+    """measurement.convergence_repeats, 1 by default: repeat 2 measures throughput only, from the
+    same start; the rest of its spec is its point's."""
+    first, second = (smoke_spec(workload, "pytorch", repeat=repeat) for repeat in (1, 2))
+    assert first.convergence.steps > 0
+    assert second.convergence == Convergence(steps=0, eval_every=first.convergence.eval_every)
+    assert dataclasses.replace(second, repeat=1, run_id=first.run_id, convergence=first.convergence) == first
+    config = smoke_config()
+    config["measurement"]["convergence_repeats"] = 2
+    row = {**DEFAULT_ROWS[workload], "framework": "pytorch"}
+    assert run_set(workload).build(config, {**row, "repeat": 2}, 2).convergence == first.convergence
+    assert run_set(workload).build(config, {**row, "repeat": 3}, 2).convergence.steps == 0
+
+
+def test_the_onnx_export_trains_its_source_s_convergence_steps():
+    """The export trains repeat 1's spec, which keeps its convergence steps."""
+    config = smoke_config()
+    for model in config["onnx"]["models"]:
+        assert source_spec(config, model, 2).convergence.steps > 0, model
 
 
 @pytest.mark.parametrize("change, message", [

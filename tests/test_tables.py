@@ -199,6 +199,28 @@ def test_time_to_accuracy_is_steps_to_the_target_times_steady_seconds_per_step(t
     assert not runs.loc[0, "target_reached"] and pd.isna(runs.loc[0, "time_to_target_s"])
 
 
+def test_a_repeat_without_segments_has_an_empty_time_to_target_and_keeps_its_throughput(tmp_path):
+    """Repeat 1 trains the convergence segments (measurement.convergence_repeats), repeat 2 does
+    not: its time to target is empty (neither reached nor missed), its throughput is measured."""
+    with_segments = record(spec(repeat=1), result(3.0, 1.0, 2.0), 0, [], "now", 7.0)
+    without = record(spec(repeat=2), result(3.0, 1.0, 2.0, segment_times=()), 0, [], "now", 4.0)
+    assert spec(repeat=2)["convergence"]["steps"] == 0 < spec(repeat=1)["convergence"]["steps"]
+    assert without["summary"]["first_segment_s"] is None and without["summary"]["final_metric"] is None
+    # steady units of 600 samples in 1 and 2 s: a median of 450 samples/s
+    assert without["summary"]["samples_per_s"] == with_segments["summary"]["samples_per_s"] == pytest.approx(450)
+    assert time_to_target(without, "test_accuracy", 0.6) == (None, None)
+    runs, convergence = tables(load_records(write_records(tmp_path, with_segments, without)), ("test_accuracy", 0.6))
+    first, second = runs.iloc[0], runs.iloc[1]
+    assert (first["repeat"], second["repeat"]) == (1, 2)
+    assert first["target_reached"] and first["steps_to_target"] == 20
+    assert pd.isna(second["target_reached"]) and pd.isna(second["steps_to_target"])
+    assert pd.isna(second["time_to_target_s"]) and pd.isna(second["first_segment_s"])
+    assert second["segments"] == 0 and second["convergence_s"] == 0 and second["samples_per_s"] == pytest.approx(450)
+    # the convergence table: repeat 1's segments, and repeat 2's one row with its status and no segment
+    assert convergence["repeat"].tolist() == [1, 1, 1, 2]
+    assert convergence.loc[convergence["repeat"] == 2, "segment"].isna().all()
+
+
 def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_path):
     measured = {**result(3.0, 1.0), "numerics": {
         "policy": "flush", "mode": "flush", "mxcsr": "0x9fe0", "mxcsr_ftz": True, "mxcsr_daz": True,

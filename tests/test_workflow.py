@@ -123,11 +123,13 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
                 assert "Horovod 0.28.1" in run["error"] and "does not build" in run["error"]
             continue
         assert run["status"] == "ok", run["error"]
-        # the smoke preset: one calibration unit (the warm-up, capped at 1) and one steady unit
-        assert [u["kind"] for u in run["units"]] == ["calibration", "steady"]
+        # the smoke preset: one calibration unit (the warm-up, capped at 1) and one steady unit, after
+        # the first step alone where no convergence segment took it (the loaders)
+        first_step = [] if run["segments"] else [("calibration", 1)]
+        assert [(u["kind"], u["steps"]) for u in run["units"]] == first_step + [("calibration", 2), ("steady", 2)]
         assert run["plan"] == {"unit_steps": 2, "warmup_units": 1, "warmup_end": "cap"}
         assert run["summary"]["steady_units"] == 1
-        assert run["summary"]["steady_steps"] == run["units"][1]["steps"] == 2
+        assert run["summary"]["steady_steps"] == run["units"][-1]["steps"] == 2
         assert run["summary"]["samples_per_s"] > 0
         blocks = run["segments"] + run["units"]
         # one data iterator over the run: the blocks' steps follow one another
@@ -168,8 +170,9 @@ def test_the_chestxray_benchmarks_without_a_framework_are_runs_like_every_other(
     for name, count in LIBRARY_RUNS.items():
         runs = [r for b in ("pillow-simd", "pillow", "opencv") for r in records(smoke_run, name, b)]
         assert len(runs) == count and all(r["status"] == "ok" for r in runs), name
-        for run in runs:  # the protocol's clock, the harness's sampling; the library, not a framework
-            assert [u["kind"] for u in run["units"]] == ["calibration", "steady"], run["run_id"]
+        for run in runs:  # the protocol's clock (the first step alone), the harness's sampling; the library
+            assert [(u["kind"], u["steps"]) for u in run["units"]] == [("calibration", 1), ("calibration", 2),
+                                                                       ("steady", 2)], run["run_id"]
             assert run["summary"]["samples_per_s"] > 0 and "t_s" in run["utilisation"]  # (none in < 0.5 s)
             assert run["framework"] is None and run["spec"]["library"] == run["point"]["library"]
             assert run["environment"]["library_version"] and run["environment"]["framework_version"] is None
@@ -229,8 +232,8 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
         unsuccessful = pd.read_csv(tables / f"{workload}-unsuccessful-runs.csv")
         assert len(runs) == expected
         ran = runs.query("status == 'ok'")
-        # a row per segment; a run with no segment keeps one row
-        assert len(convergence) == ran["segments"].sum() + len(unsuccessful)
+        # a row per segment; a run with no segment (a repeat after convergence_repeats) keeps one row
+        assert len(convergence) == ran["segments"].sum() + ran["segments"].eq(0).sum() + len(unsuccessful)
         assert set(unsuccessful["status"]) <= {"not_applicable"}
         assert runs.loc[runs["status"] == "ok", "parameters"].gt(0).all()
     # sparse gradients in every framework but PyTorch, at 2 worker counts
@@ -251,8 +254,9 @@ def test_the_report_holds_tables_figures_and_the_unsuccessful_runs(smoke_run):
     units = pd.read_csv(tables / "imdb-units.csv").query("status == 'ok'")
     assert units["warmup"].sum() == len(units.groupby(["framework", "run_id"])) == len(units) / 2
     assert units[["steal_s", "other_cpu_s", "run_cpu_s"]].notna().all().all()
-    # time to accuracy: a number where the target was reached, empty where it was not
-    runs = pd.read_csv(tables / "mnist-runs.csv").query("status == 'ok'")
+    # time to accuracy: a number where the target was reached, empty where it was not, in the
+    # repeats that carry convergence segments (the others say nothing of it)
+    runs = pd.read_csv(tables / "mnist-runs.csv").query("status == 'ok' and segments > 0")
     assert runs["target_reached"].any() or runs["time_to_target_s"].isna().all()
     assert (runs["time_to_target_s"].notna() == runs["target_reached"]).all()
     environment = pd.read_csv(tables / "mnist-environment.csv")
@@ -520,6 +524,8 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
             (finished / path).unlink(missing_ok=True)
     order = sorted(made, key=lambda record: record["started_at"])
     assert [record["spec"]["repeat"] for record in order] == [1, 1, 1, 2, 2, 2]
+    # repeat 1 trains the convergence segments (measurement.convergence_repeats 1), repeat 2 throughput only
+    assert [bool(record["segments"]) for record in order] == [True] * 3 + [False] * 3
     assert len({record["spec"]["run_id"] + str(record["wall_s"]) for record in made}) == 6  # separate processes
     first, second = ([record["framework"] for record in order[i:i + 3]] for i in (0, 3))
     assert second == first[1:] + first[:1]  # the frameworks' order turns by one

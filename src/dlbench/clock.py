@@ -67,19 +67,28 @@ class Block:
 class Plan:
     """Which block of steps comes next: the measurement plan, pure (no clock, no framework).
 
-    Convergence segments of `convergence.eval_every` steps up to `convergence.steps`; then
-    calibration units from `measure.min_unit_steps` steps, each next one longer (twice as
-    long, or as long as the last one's time says a `min_unit_seconds` unit is, if more; at
-    most `max_unit_steps`) until one lasts `min_unit_seconds`; that length is the unit. That
-    unit is the first warm-up unit; warm-up units follow until two consecutive ones agree
-    within `warmup_tolerance` of the earlier ("stable"), or `max_warmup_units` have run
-    ("cap"). Then `steady_units` steady units, and the plan is done (None)."""
+    Convergence segments of `convergence.eval_every` steps up to `convergence.steps`. A run with
+    no segment (convergence.steps 0) then runs its first step alone, a calibration block of 1
+    step: the compiling step, warm-up in the record, whose time decides nothing (a unit is never
+    calibrated on it); a run with segments took its first steps in them. Then calibration units
+    from `measure.min_unit_steps` steps, each next one longer (twice as long, or as long as the
+    last one's time says a `min_unit_seconds` unit is, if more; at most `max_unit_steps`) until
+    one lasts `min_unit_seconds`; that length is the unit. That unit is the first warm-up unit.
+
+    The warm-up rule: warm-up units of that length follow until two consecutive ones agree, the
+    later within `warmup_tolerance` of the earlier ("stable"), or `max_warmup_units` have run
+    ("cap"). Agreement is between neighbours only: a run whose steps keep slowing (or speeding
+    up) by more than the tolerance from one unit to the next never agrees and ends at the cap,
+    which the record says (warmup_end). Then `steady_units` steady units, and the plan is done
+    (None)."""
 
     def __init__(self, measure, convergence):
         self.measure = measure
         whole, rest = divmod(convergence.steps, convergence.eval_every)
         self.segment_steps = [convergence.eval_every] * whole + ([rest] if rest else [])
         self.segments_done = self.steady_done = 0
+        # the compiling step, alone, where no segment takes it
+        self.first_step_alone = convergence.steps == 0
         self.unit_steps = measure.min_unit_steps
         self.calibrated = False
         self.warmup_walls = []   # the warm-up units at the calibrated length
@@ -88,12 +97,15 @@ class Plan:
     @staticmethod
     def max_steps(measure, convergence):
         """An upper bound of the steps a run takes (the length of its order)."""
+        first_step = 1 if convergence.steps == 0 else 0  # the compiling step's own block
         calibration = 2 * measure.max_unit_steps  # the doubling's sum
-        return convergence.steps + calibration + (measure.max_warmup_units + measure.steady_units) * measure.max_unit_steps
+        return convergence.steps + first_step + calibration + (measure.max_warmup_units + measure.steady_units) * measure.max_unit_steps
 
     def upcoming(self):
         if self.segments_done < len(self.segment_steps):
             return Block("segment", self.segment_steps[self.segments_done])
+        if self.first_step_alone:
+            return Block("calibration", 1)
         if not self.calibrated:
             return Block("calibration", self.unit_steps)
         if self.warmup_end is None:
@@ -108,6 +120,8 @@ class Plan:
         kind = self.upcoming().kind
         if kind == "segment":
             self.segments_done += 1
+        elif self.first_step_alone:
+            self.first_step_alone = False  # its time holds compiling: it sets no length
         elif kind == "calibration":
             if wall_s >= m.min_unit_seconds or self.unit_steps >= m.max_unit_steps:
                 self.calibrated = True
@@ -144,6 +158,9 @@ class RunClock:
         ... block.steps steps ...
         clock.stop(steps, loss_sum, pending)   the device sync; the clock stops; evaluation
                                         (after a convergence segment) and the record, outside it
+
+    Blocks have any length from 1 step: a run with no convergence segment starts with its first
+    step alone (Plan), so a framework's own loop must run a 1-step block as any other.
     """
 
     def __init__(self, spec, placement, backend, workload, results):

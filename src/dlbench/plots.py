@@ -4,6 +4,7 @@ from matplotlib.lines import Line2D
 import pandas as pd
 import seaborn as sns
 
+from dlbench.flags import NAMES, NOTES, WITHDRAWING, flags_of, marker
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.stats import plain
 
@@ -27,12 +28,9 @@ def palette(names):
     return {name: colour(name) for name in names}
 
 
-# What the marks on a point mean, for every figure's legend
-FLAG_NOTES = {
-    "unstable": "unstable: its units or runs vary by more than the CV threshold",
-    "short units": "short units: below measurement.min_unit_seconds",
-    "contended": "contended: other processes used more than max_other_cpus during its units",
-}
+# What the marks on a point mean, for every figure's legend (the words of dlbench.flags, which the
+# findings and compare use too)
+FLAG_NOTES = {NAMES[name]: note for name, note in NOTES.items()}
 
 
 # seaborn's interval for a bar or line over the repeats: their whole range, said on the axis
@@ -73,9 +71,7 @@ def with_numerics(title, runs):
 
 def flags(row):
     """The FLAG_NOTES names of what makes a point not a steady measurement."""
-    return [name for name, flag in (("unstable", row.get("unstable")), ("short units", row.get("below_minimum")),
-                                    ("contended", row.get("contended")))
-            if flag is True or flag == "True"]
+    return [NAMES[name] for name in flags_of(row)]
 
 
 def flagged_label(row, label):
@@ -94,12 +90,13 @@ def point_colour(row):
 
 
 # interval_plot's marks: the fill says whether the repeats agree, the shape whether the units were clean
-UNIT_FLAGS = ("short units", "contended")
+UNIT_FLAGS = tuple(NAMES[name] for name in WITHDRAWING)
 
 
 def point_marks(named):
-    """The marker and face colour (None: the point's colour) of a point with these flags."""
-    return ("X" if set(named) & set(UNIT_FLAGS) else "o"), ("white" if "unstable" in named else None)
+    """The marker and face colour (None: the point's colour) of a point with these flags (FLAG_NOTES
+    names): dlbench.flags.marker's, as compare's figure marks them."""
+    return marker([name for name, word in NAMES.items() if word in named])
 
 
 def interval_plot(frame, labels, value, low, high, path, title, xlabel, reference=None, reference_label=None):
@@ -152,11 +149,25 @@ def point_label(frame, columns):
                       for _, row in frame.iterrows()], index=frame.index, dtype=str)
 
 
+def convergence_runs(runs):
+    """The runs that trained the convergence segments (the first measurement.convergence_repeats
+    repeats: the runs table's `segments`): what the models learned is compared among them alone,
+    since a later repeat trains fewer steps from the same start. Where no run has a segment (a
+    run set without convergence steps), every run trained alike: all of them."""
+    carry = runs["segments"] > 0
+    return (runs[carry] if carry.any() else runs).copy()
+
+
 def loss_curves(convergence, units, path, title):
     """Every framework's training loss by step on one axis, in its colour: the convergence
     segments (from the shared start) and the timed units after them, each block's mean loss at
-    its last step; the line the mean of the repeats, the band their range. Blocks without a loss
+    its last step; the line the mean of the repeats, the band their range, over the runs that
+    trained the segments (convergence_runs: where none did, every run). Blocks without a loss
     (loader benchmarks) are left out."""
+    keys = ["framework", "run_id"]
+    carried = convergence.loc[convergence["segment"].notna(), keys].drop_duplicates() if len(convergence) else []
+    if len(carried):  # a later repeat's units would mix into its steps' mean as another run
+        units = units.merge(carried, on=keys)
     columns = ["framework", "run_id", "step", "loss"]
     blocks = pd.concat([frame[frame["status"] == "ok"].reindex(columns=columns)
                         for frame in (convergence, units) if not frame.empty], ignore_index=True)

@@ -30,12 +30,17 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    - First the convergence segments (`convergence.steps`, evaluated every
      `convergence.eval_every` steps on the first process, timed apart: `eval_s`), from the
      shared start: loss and metric by step, the first segment's time (compilation).
-   - Then the throughput units: calibration units, their length doubled (or scaled by the
-     last unit's time) from `measure.min_unit_steps` until a unit lasts `min_unit_seconds`
-     (as pyperf calibrates its loops; at most `max_unit_steps`); warm-up units of that length
-     until two consecutive ones agree within `warmup_tolerance` ("stable") or
-     `max_warmup_units` have run ("cap"); then `steady_units` steady units: the
-     measurement. Nothing but the clock's sync runs between them.
+   - Then the throughput units. A run with no convergence segment first runs its first step
+     alone, a calibration block of 1 step (the compiling step: warm-up in the record, its time
+     used for nothing else): a unit is never calibrated on the compiling step. Then calibration
+     units, their length doubled (or scaled by the last unit's time) from
+     `measure.min_unit_steps` until a unit lasts `min_unit_seconds` (as pyperf calibrates its
+     loops; at most `max_unit_steps`); warm-up units of that length until two consecutive
+     ones agree within `warmup_tolerance` ("stable") or `max_warmup_units` have run ("cap");
+     then `steady_units` steady units: the measurement. Nothing but the clock's sync runs
+     between them.
+   - The convergence segments run in the first `measurement.convergence_repeats` repeats
+     (`dlbench.sweep.run_fields`); later repeats measure throughput only, from the same start.
    The learning rate of a step's epoch (`epoch_info`) is applied by `set_learning_rate` at
    the step where it changes. `RunClock` is this step, written once: the protocol's own loop
    (`run_blocks`) drives it, and so does a framework that owns its loop (Keras' model.fit,

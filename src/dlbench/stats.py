@@ -203,9 +203,9 @@ SUBJECT_COMPARISON = re.compile(
     r"(?P<num>[\w.-]+)(?: \((?P<num_mode>[\w-]+)\))? / (?P<den>[\w.-]+)(?: \((?P<den_mode>[\w-]+)\))?")
 
 
-def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_threshold=0.05):
-    """The headline ratios, A / B of the points' throughputs (the mean of their repeats' means)
-    with a hierarchical bootstrap interval (each side resampled independently):
+def comparisons(units, frameworks=None):
+    """The headline's comparisons of a units table, each {num, den: the two points' group keys,
+    comparison, framework, fixed (the point keys that stay fixed)}:
 
     - every pair of frameworks at the same point, each unordered pair once, the later framework
       (in `frameworks` order if given, else alphabetical) over the earlier;
@@ -214,20 +214,11 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
       the same devices on N / 1 nodes,
       synthetic / real input, W / 0 workers, an image library / pillow.
 
-    The point keys that stay fixed are columns (NaN where they do not apply; the compared
-    dimension is NaN, except strategy, which for device ratios is the N-device side's)."""
+    The point keys that stay fixed are NaN where they do not apply; the compared dimension is
+    NaN, except strategy, which for device ratios is the N-device side's."""
     keys, groups = _groups(units)
     point = keys[2:]
-    rows = []
-
-    def add(num, den, comparison, framework, fixed):
-        ratio, low, high = interval([repeats_of(groups[num]), repeats_of(groups[den])], confidence, resamples, seed)
-        sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
-        rows.append({
-            "workload": num[0], "comparison": comparison, "framework": framework, **fixed,
-            "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
-            **{name: any(side[name] for side in sides) for name in FLAGS},
-        })
+    found = []
 
     # frameworks side by side at the same point, each in its default mode (named where there are modes)
     index = {k: i for i, k in enumerate(keys)}
@@ -245,7 +236,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
             for num in order[i + 1:]:
                 comparison = (f"{num} ({FRAMEWORKS[num].default_mode}) / {den} ({FRAMEWORKS[den].default_mode})"
                               if moded else f"{num} / {den}")
-                add(names[num], names[den], comparison, "", fixed)
+                found.append(dict(num=names[num], den=names[den], comparison=comparison, framework="", fixed=fixed))
 
     # one dimension within a framework
     for column, numerators, baseline, label in DIMENSIONS:
@@ -266,8 +257,26 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
                 if column == "devices" and "strategy" in point:
                     fixed["strategy"] = num[index["strategy"]]
                     comparison += f" ({num[index['strategy']]})"
-                add(num, den, comparison, num[1], fixed)
+                found.append(dict(num=num, den=den, comparison=comparison, framework=num[1], fixed=fixed))
+    return keys, groups, found
 
+
+def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_threshold=0.05):
+    """The headline ratios (`comparisons`), A / B of the points' throughputs (the mean of their
+    repeats' means) with a hierarchical bootstrap interval (each side resampled independently),
+    a verdict and the flags of either side."""
+    keys, groups, found = comparisons(units, frameworks)
+    point = keys[2:]
+    rows = []
+    for c in found:
+        num, den = c["num"], c["den"]
+        ratio, low, high = interval([repeats_of(groups[num]), repeats_of(groups[den])], confidence, resamples, seed)
+        sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
+        rows.append({
+            "workload": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
+            "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
+            **{name: any(side[name] for side in sides) for name in FLAGS},
+        })
     columns = ["workload", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
     frame = pd.DataFrame(rows, columns=columns)
     frame[point] = frame[point].convert_dtypes()  # devices 2, not 2.0, beside the NaN of the compared dimension

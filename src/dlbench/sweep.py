@@ -57,7 +57,11 @@ def run_id(row, columns):
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.specs.Run), from the config, the workload's section,
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
-    the framework's default mode."""
+    the framework's default mode. Only the first measurement.convergence_repeats repeats train
+    the convergence segments; a later repeat measures throughput only, from the same start."""
+    if row["repeat"] > config["measurement"]["convergence_repeats"]:
+        # convergence is a result of the point, not of each process: paid in the first repeats only
+        convergence = Convergence(steps=0, eval_every=convergence.eval_every)
     if "mode" in columns and "mode" not in row:
         row = {**row, "mode": FRAMEWORKS[row["framework"]].default_mode}
     fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE, "mode": None,

@@ -151,7 +151,8 @@ def time_to_target(record, metric, target):
     """(seconds, steps) to `target`: the convergence steps until `metric` first reaches it, and
     those steps times the run's steady seconds per step (time to accuracy as steps to accuracy,
     the same from the same start in every framework, times time per step; compilation and
-    evaluation left out); (None, None) if it never does."""
+    evaluation left out); (None, None) if it never does, or the run has no segment (a repeat
+    after measurement.convergence_repeats)."""
     for segment in record["segments"]:
         if segment["metric"].get(metric, float("-inf")) >= target:
             per_step = record["summary"]["seconds_per_step"]
@@ -206,7 +207,8 @@ def units_table(records, min_unit_seconds, max_other_cpus):
 
 def segment_rows(record):
     """One row per run and convergence segment (loss and metric by step); a run with no
-    segment still gets one row, with its status."""
+    segment (a repeat after measurement.convergence_repeats, a run set without convergence, a
+    run that failed first) still gets one row, with its status and no segment."""
     if not record["segments"]:
         return [{**_base(record), "segment": None}]
     return [{
@@ -276,14 +278,16 @@ def utilisation_rows(records):
 
 def tables(records, target=None):
     """(runs, convergence) data frames of one workload's records; with target (metric, value),
-    each run's steps and time to that target."""
+    each run's steps and time to that target (empty for a run with no segment)."""
     runs = pd.DataFrame([run_row(r) for r in records])
     if target is not None:
         reached = [time_to_target(r, *target) for r in records]
         runs["target"] = f"{target[0]} >= {target[1]:g}"
         runs["time_to_target_s"] = [seconds for seconds, _ in reached]
         runs["steps_to_target"] = pd.array([steps for _, steps in reached], dtype="Int64")
-        runs["target_reached"] = [steps is not None for _, steps in reached]
+        # a run with no segment says nothing of the target: empty, not false
+        runs["target_reached"] = pd.array([steps is not None if r["segments"] else None
+                                           for r, (_, steps) in zip(records, reached)], dtype="boolean")
     # Whole numbers stay whole where some runs have none (nullable integers).
     integer_columns = ["segments", "unit_steps", "epoch_steps", "warmup_units", "parameters", "peak_pss_bytes",
                        "peak_rss_bytes", "gpu_process_peak_bytes", "train_limit", "sample_flops", "convergence_steps"]

@@ -5,7 +5,6 @@ from dlbench.workloads.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
 FINDINGS_FOLDER = Path(workflow.current_basedir)
 FINDINGS_SCRIPTS = [FINDINGS_FOLDER / "scripts" / "replication.py", FINDINGS_FOLDER / "scripts" / "summary.py"]
-TIMED_SETS = [name for name in record_sets() if RUN_SETS[name][1].timed]
 # the tables the claims read, where their workload is configured
 FINDINGS_CLAIM_TABLES = [table for workload, table in [
     ("mnist", "mnist-ratios"), ("mnist", "mnist-convergence"), ("imdb", "imdb-ratios"),

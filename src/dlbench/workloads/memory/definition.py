@@ -8,8 +8,8 @@ workflow knows of it; dlbench.workloads says what a definition holds.
 
 A memory run is its workload's training run (the same spec type, modules, initial weights and
 data; the run set <workload>-memory runs as <workload>) with the memory pass's batch and steps:
-its units are memory.steps steps each (one calibration, one warm-up, one steady unit), their
-time is not a measurement (RunSet.timed)."""
+its units are memory.steps steps each (one calibration, one warm-up, one steady unit) after the
+run's first step alone (dlbench.clock.Plan), their time is not a measurement (RunSet.timed)."""
 import dataclasses
 
 from dlbench.config import ConfigError
@@ -57,7 +57,7 @@ def memory_rows(workload):
 
 
 def memory_measure(steps):
-    """Three units of `steps` steps: calibration (no minimum time), one warm-up, one steady."""
+    """Units of `steps` steps after the first step alone: calibration (no minimum time), one warm-up, one steady."""
     return Measure(min_unit_seconds=0.0, min_unit_steps=steps, max_unit_steps=steps, warmup_tolerance=1.0,
                    max_warmup_units=1, steady_units=1)
 

@@ -92,7 +92,8 @@ def runtime_env(spec):
 
 def source_spec(config, model, threads):
     """The spec of the PyTorch training run whose model the export trains and writes: the source
-    workload's overhead point (one device), in PyTorch, repeat 1."""
+    workload's overhead point (one device), in PyTorch, repeat 1: a repeat that trains the
+    convergence steps (measurement.convergence_repeats is at least 1)."""
     source = MODELS[model]
     source_definition = definition(source.workload)
     row = {**source_definition.overhead_row(config), **source.row, "framework": "pytorch", "repeat": 1}

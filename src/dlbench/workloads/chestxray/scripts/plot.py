@@ -6,8 +6,8 @@ from pathlib import Path
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, interval_plot, loss_curves,
-                           modes_figure, no_data, palette, save, with_numerics)
+from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, convergence_runs, interval_plot,
+                           loss_curves, modes_figure, no_data, palette, save, with_numerics)
 
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
 
@@ -59,7 +59,7 @@ def loader_verdict(training_points, rates):
     verdict = pd.DataFrame({
         "loader": rates["loader"], "format": rates["format"], "workers": rates["workers"],
         "images_per_s": rates["mean"], "ci_low": rates["ci_low"], "ci_high": rates["ci_high"],
-        "unstable": rates["unstable"],
+        **{name: rates[name] for name in ("unstable", "below_minimum", "contended") if name in rates},
         "trainer_images_per_s": [fed.get(fw, fastest) if name.endswith(" loader") else fastest
                                  for fw, name in zip(rates["framework"], rates["loader"])],
     })
@@ -68,6 +68,9 @@ def loader_verdict(training_points, rates):
 
 
 def auc_table(training):
+    """Test AUC of the runs that trained alike (convergence_runs: the repeats that trained the
+    convergence steps, where any did)."""
+    training = convergence_runs(training)
     columns = [c for c in training.columns if c.startswith("test_auc_per_finding_")]
     table = training[["framework", "input", "devices", "nodes", "strategy", "repeat", "test_auc_macro", *columns]]
     return table.rename(columns={c: c.removeprefix("test_auc_per_finding_") for c in columns})

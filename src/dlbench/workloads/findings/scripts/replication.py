@@ -4,9 +4,15 @@ verdict computed from this run's tables, the criterion that verdict used, the fi
 
 A verdict is one of VERDICTS. Throughput claims read the ratios tables (hierarchical bootstrap
 intervals): a claim that one side is faster holds where every interval lies above 1, does not
-hold where one lies below 1 (a counter-example), and is not resolved otherwise. Memory and epoch
-claims compare the repeats' ranges the same way. A claim whose measurement this run lacks says
-"not measured here" and why (the setting, or the part of the machine, that would measure it).
+hold where one lies below 1 (a counter-example), and is not resolved otherwise. A ratio whose
+point is contended or has short units (the ratios table's flags contended, below_minimum:
+dlbench.flags) timed more than the framework, so it decides nothing: it counts as not resolved
+(FLAG_RULE, applied in `verdict_of` alone). So a claim holds only where no point it rests on is
+flagged, and does not hold only on a counter-example from an unflagged point; else it is not
+resolved at these repeats. An unstable ratio still decides (its interval carries the spread).
+Every figure from a flagged ratio names its flags. Memory and epoch claims compare the repeats'
+ranges the same way. A claim whose measurement this run lacks says "not measured here" and why
+(the setting, or the part of the machine, that would measure it).
 
 python replication.py --tables-dir results/tables --workloads mnist imdb ... --synthetic-images
     --out results/tables/findings-replication.csv
@@ -18,6 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.flags import flags_of, named, withdrawing
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
 from dlbench.stats import SUBJECT_COMPARISON, plain
 
@@ -32,8 +39,25 @@ SURVEY = "TensorFlow vs MXNet survey"
 DEVICES = re.compile(r"(\d+) / 1 devices \((?P<strategy>[\w-]+)\)")
 
 
+# The rule for flagged ratios, said in every throughput claim's criterion (verdict_of applies it)
+FLAG_RULE = ("a ratio whose point is contended or has short units counts as not resolved; unstable ones count "
+             "(their intervals carry the spread); the flags are named beside the figures")
+
+
 def interval(ratio, low, high):
     return f"{ratio:.2f}x" + ("" if pd.isna(low) else f" [{low:.2f}, {high:.2f}]")
+
+
+def flag_words(r, suffix=""):
+    """' (unstable, contended)': a row's flags (columns flag + suffix), '' if none."""
+    flags = flags_of(r, suffix)
+    return f" ({named(flags)})" if flags else ""
+
+
+def figure_of(r, suffix=""):
+    """A ratios row's figure, e.g. '1.30x [1.10, 1.50] (contended)' (columns ratio, ci_low, ci_high
+    and the flags, + suffix)."""
+    return interval(r["ratio" + suffix], r["ci_low" + suffix], r["ci_high" + suffix]) + flag_words(r, suffix)
 
 
 def point_of(row, skip=()):
@@ -43,14 +67,28 @@ def point_of(row, skip=()):
     return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and pd.notna(v))
 
 
-def by_intervals(lows, highs):
-    """The verdict of 'the ratio is above 1' at every point: HOLDS if every interval lies above 1,
-    FAILS if one lies below (a counter-example), else NOT_RESOLVED."""
-    if any(high < 1 for high in highs):
+def verdict_of(holds, fails, rows, suffixes=("",)):
+    """A throughput claim's verdict from its points: `holds`, `fails` (booleans, one per row of
+    `rows`) say whether each point's interval shows the claim or a counter-example. FLAG_RULE: a
+    row flagged contended or short units (on any side: columns flag + suffix) decides nothing.
+    HOLDS if every point holds and none is flagged so, FAILS if an unflagged one fails, else
+    NOT_RESOLVED."""
+    holds, fails = list(map(bool, holds)), list(map(bool, fails))
+    clean = [not any(withdrawing(flags_of(r, suffix)) for suffix in suffixes) for _, r in rows.iterrows()]
+    if any(f and c for f, c in zip(fails, clean)):
         return FAILS
-    if all(low > 1 for low in lows):
+    if all(holds) and all(clean):
         return HOLDS
     return NOT_RESOLVED
+
+
+def by_intervals(rows, below=False):
+    """The verdict of 'the ratio is above 1' (below 1, `below`) at every point of a ratios rows
+    frame: every interval beyond 1 holds, one on the other side is a counter-example (verdict_of)."""
+    lows, highs = rows["ci_low"], rows["ci_high"]
+    if below:
+        return verdict_of(highs < 1, lows > 1, rows)
+    return verdict_of(lows > 1, highs < 1, rows)
 
 
 def row(study, claim, verdict, criterion, figures="", figure="", source=""):
@@ -92,7 +130,7 @@ def cross_framework(ratios, num, den):
 
 def faster_claim(tables, study, claim, workload, num, den, figure):
     criterion = (f"holds if every interval of {num} / {den} steady throughput ({workload}, each in its default "
-                 f"mode) lies above 1; does not hold if one lies below 1")
+                 f"mode) lies above 1; does not hold if one lies below 1; {FLAG_RULE}")
     ratios = tables.ratios(workload)
     missing = [f for f in (num, den) if f not in tables.frameworks]
     if ratios is None or missing:
@@ -101,9 +139,8 @@ def faster_claim(tables, study, claim, workload, num, den, figure):
     rows = cross_framework(ratios, num, den)
     if rows.empty:
         return row(study, claim, NOT_MEASURED, criterion, f"no {num} and {den} runs at one point of {workload}")
-    figures = "; ".join(f"{point_of(r)}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
-    return row(study, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures, figure,
-               f"{workload}-ratios.csv")
+    figures = "; ".join(f"{point_of(r)}: {figure_of(r)}" for _, r in rows.iterrows())
+    return row(study, claim, by_intervals(rows), criterion, figures, figure, f"{workload}-ratios.csv")
 
 
 def quicker_to_write(tables):
@@ -159,21 +196,22 @@ def devices_ratios(ratios, framework=None, strategy=None, model=None):
 
 def densenet_scales(tables):
     claim = "Training DenseNet-121 on N devices is faster than on 1"
-    criterion = "holds if every framework's N / 1 devices steady throughput interval (DenseNet) lies above 1"
+    criterion = ("holds if every framework's N / 1 devices steady throughput interval (DenseNet) lies above 1; does "
+                 f"not hold if one lies below 1; {FLAG_RULE}")
     rows = devices_ratios(tables.ratios("chestxray"))
     if rows.empty:
         return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
                    "DenseNet ran on one device only (chestxray.devices; 1 and 2 in presets/paper.yaml). The study's "
                    "N GPUs: no GPU on this machine (README, GPUs)")
-    figures = "; ".join(f"{r['framework']} {r['comparison']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}"
-                        for _, r in rows.iterrows())
-    return row(DENSENET_STUDY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+    figures = "; ".join(f"{r['framework']} {r['comparison']}: {figure_of(r)}" for _, r in rows.iterrows())
+    return row(DENSENET_STUDY, claim, by_intervals(rows), criterion, figures,
                "results/figures/chestxray/train-minutes.png", "chestxray-ratios.csv")
 
 
 def real_files_cost(tables):
     claim = "Training from real image files is slower than from synthetic tensors"
-    criterion = "holds if every framework's synthetic / real steady throughput interval (DenseNet) lies above 1"
+    criterion = ("holds if every framework's synthetic / real steady throughput interval (DenseNet) lies above 1; "
+                 f"does not hold if one lies below 1; {FLAG_RULE}")
     ratios = tables.ratios("chestxray")
     rows = pd.DataFrame() if ratios is None else ratios[
         ratios["comparison"].astype(str).str.fullmatch(r"synthetic / real")]
@@ -181,25 +219,28 @@ def real_files_cost(tables):
         return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
                    "DenseNet trained on synthetic tensors only (chestxray.inputs; the NIH images are not "
                    "downloadable offline: chestxray.images_dir)")
-    figures = "; ".join(f"{r['framework']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
-    return row(DENSENET_STUDY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+    figures = "; ".join(f"{r['framework']}: {figure_of(r)}" for _, r in rows.iterrows())
+    return row(DENSENET_STUDY, claim, by_intervals(rows), criterion, figures,
                "results/figures/chestxray/train-minutes.png", "chestxray-ratios.csv")
 
 
 def loader_bottleneck(tables):
     claim = "The data loader is the bottleneck"
     criterion = ("holds if a loader's decoded images/s interval lies below the trainer's images/s (it cannot keep "
-                 "DenseNet fed); does not hold if every loader's interval lies above it")
+                 "DenseNet fed); does not hold if every loader's interval lies above it; a loader point that is "
+                 "contended or has short units counts as not resolved; unstable ones count (their intervals carry "
+                 "the spread); the flags are named beside the figures")
     verdicts = tables.read("chestxray-loader-verdict") if "chestxray" in tables.workloads else None
     if verdicts is None or verdicts.empty or verdicts["trainer_images_per_s"].isna().all():
         return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
                    "no loader or decoding run beside a DenseNet run (chestxray.decode, chestxray.loader)")
     slow = verdicts["ci_high"] < verdicts["trainer_images_per_s"]
     fast = verdicts["ci_low"] > verdicts["trainer_images_per_s"]
-    verdict = HOLDS if slow.any() else FAILS if fast.all() else NOT_RESOLVED
+    # "some loader is slow" is the negation of "every loader keeps up", which verdict_of decides
+    verdict = {HOLDS: FAILS, FAILS: HOLDS}.get(verdict_of(fast, slow, verdicts), NOT_RESOLVED)
     figures = "; ".join(f"{r['loader']} {r['workers']} workers: {r['images_per_s']:,.0f} [{r['ci_low']:,.0f}, "
-                        f"{r['ci_high']:,.0f}] images/s against the trainer's {r['trainer_images_per_s']:,.1f}"
-                        for _, r in verdicts.iterrows())
+                        f"{r['ci_high']:,.0f}] images/s{flag_words(r)} against the trainer's "
+                        f"{r['trainer_images_per_s']:,.1f}" for _, r in verdicts.iterrows())
     return row(DENSENET_STUDY, claim, verdict, criterion, figures, "results/figures/chestxray/loaders.png",
                "chestxray-loader-verdict.csv")
 
@@ -222,7 +263,7 @@ def similar_auc(tables, synthetic):
 def tensorflow_scales_better(tables):
     claim = "TensorFlow scales up better than PyTorch DataParallel"
     criterion = ("holds if TensorFlow's N / 1 devices interval (MirroredStrategy) lies above PyTorch DataParallel's "
-                 "at the same point; does not hold if it lies below")
+                 f"at the same point; does not hold if it lies below; {FLAG_RULE}")
     ratios = tables.ratios("mnist")
     tf = devices_ratios(ratios, "tensorflow", "mirrored")
     pt = devices_ratios(ratios, "pytorch", "data-parallel")
@@ -232,42 +273,43 @@ def tensorflow_scales_better(tables):
                    if pt.empty else "TensorFlow ran no MirroredStrategy point (mnist.strategies.tensorflow)")
     keys = [k for k in ("model", "batch", "duplicate", "comparison") if k in tf]
     both = tf.merge(pt, on=keys, suffixes=("_tf", "_pt"))
-    verdict = (HOLDS if (both["ci_low_tf"] > both["ci_high_pt"]).all() else
-               FAILS if (both["ci_high_tf"] < both["ci_low_pt"]).any() else NOT_RESOLVED)
-    figures = "; ".join(f"{r['comparison']}: TensorFlow {interval(r['ratio_tf'], r['ci_low_tf'], r['ci_high_tf'])}, "
-                        f"PyTorch {interval(r['ratio_pt'], r['ci_low_pt'], r['ci_high_pt'])}" for _, r in both.iterrows())
+    verdict = verdict_of(both["ci_low_tf"] > both["ci_high_pt"], both["ci_high_tf"] < both["ci_low_pt"], both,
+                         ("_tf", "_pt"))
+    figures = "; ".join(f"{r['comparison']}: TensorFlow {figure_of(r, '_tf')}, PyTorch {figure_of(r, '_pt')}"
+                        for _, r in both.iterrows())
     return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
 
 
 def slow_first_epoch(tables):
     claim = "The first epoch is slower than the second"
-    criterion = ("holds if, in every framework (its default mode, one device), every repeat's first epoch took longer "
-                 "than its second; does not hold if in one framework every repeat's first epoch was the shorter")
+    criterion = ("holds if, in every framework (its default mode, one device), every repeat that carries convergence "
+                 "segments (the first measurement.convergence_repeats) took longer in its first epoch than in its "
+                 "second; does not hold if in one framework every such repeat's first epoch was the shorter")
     convergence = tables.read("mnist-convergence") if "mnist" in tables.workloads else None
     if convergence is None or convergence.empty:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "workload mnist not configured")
     ok = rows_where(convergence[(convergence["status"] == "ok") & (convergence["devices"] == 1)], default_mode)
+    ok = ok[ok["segment"].notna()]  # the repeats that carry segments: the later ones measure throughput only
     epochs = ok.pivot_table(index=["framework", "run_id"], columns="segment", values="wall_s")
     if 1 not in epochs or 2 not in epochs:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "fewer than two convergence epochs (mnist.convergence_epochs)")
     ratio = (epochs[1] / epochs[2]).groupby(level="framework").agg(["median", "min", "max"])
     verdict = HOLDS if (ratio["min"] > 1).all() else FAILS if (ratio["max"] < 1).any() else NOT_RESOLVED
     figures = "; ".join(f"{f} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})" for f, r in ratio.iterrows())
-    return row(MNIST_STUDY, claim, verdict, criterion, f"first / second epoch time, median (range of repeats): {figures}",
+    return row(MNIST_STUDY, claim, verdict, criterion, f"first / second epoch time, median (range of the repeats with segments): {figures}",
                "results/figures/mnist/first-vs-second-epoch.png", "mnist-convergence.csv")
 
 
 def small_model_does_not_scale(tables):
     claim = "The small model does not gain from more devices"
     criterion = ("holds if every N / 1 devices interval of the small model lies below 1 (slower on more devices); "
-                 "does not hold if one lies above 1 (a gain)")
+                 f"does not hold if one lies above 1 (a gain); {FLAG_RULE}")
     rows = devices_ratios(tables.ratios("mnist"), model="small")
     if rows.empty:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "no small-model run on several devices (mnist.devices)")
-    verdict = FAILS if (rows["ci_low"] > 1).any() else HOLDS if (rows["ci_high"] < 1).all() else NOT_RESOLVED
-    figures = "; ".join(f"{r['framework']} {r['comparison']}: {interval(r['ratio'], r['ci_low'], r['ci_high'])}"
-                        for _, r in rows.iterrows())
-    return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
+    figures = "; ".join(f"{r['framework']} {r['comparison']}: {figure_of(r)}" for _, r in rows.iterrows())
+    return row(MNIST_STUDY, claim, by_intervals(rows, below=True), criterion, figures,
+               "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
 
 
 def kinds_pairs(ratios):
@@ -286,22 +328,22 @@ def kinds_pairs(ratios):
         if kinds[num] == EAGER:
             num, den, ratio, low, high = den, num, 1 / ratio, 1 / high, 1 / low
         rows.append({"framework": framework, "workload": r["workload"], "compiled": num, "eager": den,
-                     "ratio": ratio, "ci_low": low, "ci_high": high})
+                     "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)}})
     return pd.DataFrame(rows)
 
 
 def graphs_faster(tables):
     claim = "Graphs (compiled modes) train faster than imperative code"
     criterion = ("holds if every framework's compiled / eager steady throughput interval lies above 1; does not hold "
-                 "if one lies below 1")
+                 f"if one lies below 1; {FLAG_RULE}")
     frames = [t for t in map(tables.ratios, ("mnist", "imdb", "chestxray")) if t is not None]
     pairs = kinds_pairs(pd.concat(frames, ignore_index=True)) if frames else pd.DataFrame()
     if pairs.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "no framework ran a compiled and an eager mode of one point "
                                                            "(mnist.modes)")
     figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({r['workload']}): "
-                        f"{interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in pairs.iterrows())
-    return row(SURVEY, claim, by_intervals(pairs["ci_low"], pairs["ci_high"]), criterion, figures,
+                        f"{figure_of(r)}" for _, r in pairs.iterrows())
+    return row(SURVEY, claim, by_intervals(pairs), criterion, figures,
                "results/figures/mnist/modes.png", "mnist-ratios.csv")
 
 
@@ -370,14 +412,14 @@ def graphs_less_memory(tables):
 def tensorflow_core_devices(tables):
     claim = "TensorFlow gains by treating each CPU core as a device"
     criterion = ("holds if TensorFlow's MirroredStrategy over N CPU devices / 1 device with the same threads lies "
-                 "above 1; does not hold if below")
+                 f"above 1; does not hold if below; {FLAG_RULE}")
     rows = devices_ratios(tables.ratios("mnist"), "tensorflow", "mirrored")
     if rows.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "TensorFlow ran no MirroredStrategy point on several CPU "
                                                            "devices (mnist.devices, mnist.strategies.tensorflow)")
-    figures = "; ".join(f"{point_of(r, {'devices', 'strategy'})}: {r['comparison']} "
-                        f"{interval(r['ratio'], r['ci_low'], r['ci_high'])}" for _, r in rows.iterrows())
-    return row(SURVEY, claim, by_intervals(rows["ci_low"], rows["ci_high"]), criterion, figures,
+    figures = "; ".join(f"{point_of(r, {'devices', 'strategy'})}: {r['comparison']} {figure_of(r)}"
+                        for _, r in rows.iterrows())
+    return row(SURVEY, claim, by_intervals(rows), criterion, figures,
                "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
 
 

@@ -5,6 +5,10 @@ framework's steady throughput relative to one reference; the studies' claims wit
 (the replication table). An HTML fragment, its figures inlined, its links opening the report's
 figures.
 
+Every number drawn from a flagged point or ratio (the tables' unstable, below_minimum,
+contended: dlbench.flags) carries a mark naming its flags, a superscript such as
+"[contended]", and a legend line below the list says what each mark that appears means.
+
 python summary.py --sets mnist imdb ... --samples images reviews ... --points P... --ratios R...
     --runs R... --environment E... --replication findings-replication.csv
     --figures results/figures/findings --out results/findings/summary.html
@@ -18,6 +22,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from dlbench.flags import NOTES, flags_of, named
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.plots import interval_plot
 from dlbench.stats import SUBJECT_COMPARISON, plain
@@ -65,7 +70,7 @@ def cross_rows(ratios):
 
 
 def ratio_between(cross, keys, point, a, b):
-    """a / b at a point (ratio, low, high), from either way round; None if not compared."""
+    """a / b at a point (ratio, low, high, flags), from either way round; None if not compared."""
     same = cross
     for k in keys:
         same = same[(same[k] == point[k]) | (same[k].isna() & pd.isna(point[k]))] if k in same else same
@@ -73,7 +78,9 @@ def ratio_between(cross, keys, point, a, b):
         hit = same[(same["num"] == num) & (same["den"] == den)]
         if len(hit):
             r = hit.iloc[0]
-            return (1 / r["ratio"], 1 / r["ci_high"], 1 / r["ci_low"]) if flip else (r["ratio"], r["ci_low"], r["ci_high"])
+            flags = flags_of(r)
+            return ((1 / r["ratio"], 1 / r["ci_high"], 1 / r["ci_low"], flags) if flip
+                    else (r["ratio"], r["ci_low"], r["ci_high"], flags))
     return None
 
 
@@ -92,9 +99,29 @@ def two(value):
     return f"{value:.2f}"
 
 
-def leaders(points, ratios, sample):
+def mark(flags):
+    """The mark after a number from a flagged point or ratio: its flags named, as a superscript
+    whose tooltip is the legend's sentence ('' if none)."""
+    if not flags:
+        return ""
+    notes = "; ".join(NOTES[name] for name in flags)
+    return f'<sup class="flag" title="{html.escape(notes)}">[{html.escape(named(flags))}]</sup>'
+
+
+def legend(flags):
+    """The line that says what each mark means, for the flags that appear ('' if none does)."""
+    if not flags:
+        return ""
+    return ("<p class=\"flags\"><small>Marks: " + "; ".join(
+        f"<sup>[{html.escape(named([name]))}]</sup> {html.escape(NOTES[name].split(': ', 1)[1])}"
+        for name in NOTES if name in flags) + " (the points and ratios tables' flag columns).</small></p>")
+
+
+def leaders(points, ratios, sample, seen=None):
     """One sentence per point with two or more subjects: the fastest, its interval, and the ones
-    whose ratio to it is within the noise."""
+    whose ratio to it is within the noise; each number marked with its point's or ratio's flags
+    (those that appear are added to the set `seen`)."""
+    seen = set() if seen is None else seen
     points = in_default_mode(points).assign(subject=lambda f: subject_of(f))
     keys = [k for k in point_keys(points) if k != "subject"]
     cross = cross_rows(ratios)
@@ -111,16 +138,20 @@ def leaders(points, ratios, sample):
             if found is None:   # a run set compares only with its reference (onnx's runtimes)
                 apart.append(other["subject"])
                 continue
-            ratio, low, high = found
+            ratio, low, high, flags = found
+            seen.update(flags)
             (tied if pd.isna(high) or high >= 1 else behind).append(
-                f"{other['subject']} {with_interval(ratio, low, high, two)}")
+                f"{html.escape(other['subject'])} {html.escape(with_interval(ratio, low, high, two))}{mark(flags)}")
         point = where(best, keys)
+        flags = flags_of(best)
+        seen.update(flags)
         text = (f"<b>{html.escape(point or 'every point')}</b>: fastest {html.escape(best['subject'])}, "
-                f"{with_interval(best['mean'], best['ci_low'], best['ci_high'])} {sample}/s")
+                f"{html.escape(with_interval(best['mean'], best['ci_low'], best['ci_high']))}{mark(flags)} "
+                f"{html.escape(sample)}/s")
         if tied:
-            text += f"; <em>not resolved</em> against {html.escape(', '.join(tied))} (their ratio to it)"
+            text += f"; <em>not resolved</em> against {', '.join(tied)} (their ratio to it)"
         if behind:
-            text += f"; ahead of {html.escape(', '.join(behind))}"
+            text += f"; ahead of {', '.join(behind)}"
         if apart:
             text += f"; not compared with {html.escape(', '.join(apart))} (a lower mean)"
         sentences.append(text + ".")
@@ -202,6 +233,7 @@ STYLE = """<style>
 #dlbench-findings td, #dlbench-findings th { border: 1px solid #ddd; padding: 2px 4px; vertical-align: top; }
 #dlbench-findings td.holds { background: #e3f4e3; } #dlbench-findings td.fails { background: #fbe3e3; }
 #dlbench-findings td.open { background: #fdf5d8; } #dlbench-findings td.absent { color: #777; }
+#dlbench-findings sup.flag { color: #b35900; cursor: help; }
 /* Snakemake's landing column is narrow (max-w-lg): the findings take the room they need; and it
    centres the view vertically, which would cut off the top of a long one */
 .max-w-lg:has(#dlbench-findings) { max-width: 64rem; }
@@ -213,13 +245,13 @@ def summary(args):
     """The fastest at each point first, then the claims' verdicts, then the figures behind both."""
     claims = pd.read_csv(args.replication)
     environments, runs = list(map(pd.read_csv, args.environment)), list(map(pd.read_csv, args.runs))
-    fastest, figures = [], []
+    fastest, figures, seen = [], [], set()
     args.figures.mkdir(parents=True, exist_ok=True)
     for name, sample, points, ratios in zip(args.sets, args.samples, args.points, args.ratios):
         points, ratios = pd.read_csv(points), pd.read_csv(ratios)
         figure = args.figures / f"ratios-{name}.png"
         forest(ratios, points, figure, name, sample)
-        sentences = leaders(points, ratios, sample) if len(points) else []
+        sentences = leaders(points, ratios, sample, seen) if len(points) else []
         fastest.append(f"<li>{html.escape(name)} ({html.escape(sample)}/s): "
                        + ("<ul>" + "".join(f"<li>{s}</li>" for s in sentences) + "</ul>" if sentences
                           else "no point ran two of them." if len(points) else "no run in this configuration.")
@@ -231,7 +263,7 @@ def summary(args):
              f"<p><b>The studies' {len(claims)} claims</b> ({link_down('dlbench-claims', 'below')}): "
              + ", ".join(f"{n} {html.escape(verdict)}" for verdict, n in claims["verdict"].value_counts().items())
              + ".</p>",
-             "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>",
+             "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>", legend(seen),
              "<h3 id=\"dlbench-claims\">The studies' claims: this run's verdicts</h3>",
              "<p>Each verdict is computed from this run's tables by the criterion beside it "
              f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",

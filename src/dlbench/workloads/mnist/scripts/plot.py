@@ -1,15 +1,16 @@
 """The MNIST study's figures from the runs, convergence, units, points and ratios tables:
 throughput and scale-up as means of the repeats with their bootstrap intervals, flagged where a point is
 not steady; the first and second epoch (the first two convergence segments, an epoch each);
-every framework's loss by step."""
+every framework's loss by step. Accuracy, epochs and losses are of the repeats that train the
+convergence segments (measurement.convergence_repeats)."""
 import argparse
 from pathlib import Path
 
 import pandas as pd
 import seaborn as sns
 
-from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, interval_plot, loss_curves,
-                           modes_figure, no_data, palette, point_label, save, with_numerics)
+from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, convergence_runs, interval_plot,
+                           loss_curves, modes_figure, no_data, palette, point_label, save, with_numerics)
 
 
 def label(frame):
@@ -71,6 +72,7 @@ def main():
                  with_numerics("MNIST: how much faster is each execution mode than its framework's default? "
                                "(throughput ratio)", runs))
 
+    runs = convergence_runs(runs)  # the accuracy after the convergence epochs: the repeats that trained them
     runs["run"] = label(runs)
     grid = sns.catplot(data=runs, y="run", x="final_test_accuracy", col="model", col_order=models, kind="bar",
                        hue="framework", palette=palette(runs["framework"].unique()), dodge=False, legend=False,

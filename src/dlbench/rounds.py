@@ -1,0 +1,118 @@
+"""Sequential repeats, on the question: how many processes each point gets.
+
+Kalibera and Jones choose the repetitions at each level from the variance measured there; with
+the noise between processes larger than within, more processes decide and more units barely
+do. So the first `measurement.repeats` repeats of every timed point run for all of them
+(interleaved across frameworks); then round after round, one more repeat runs only for the
+points whose question is still open, until each point stops for one of STOPS:
+
+- resolved: every headline ratio it enters (dlbench.stats.comparisons: the frameworks side by
+  side, one dimension within a framework) is decided: its interval lies above 1, below 1, or
+  within 1 +- `same_threshold` (what `compare` calls same);
+- max_repeats: it has `measurement.max_repeats` repeats;
+- budget: the round's runs would take the adaptive phase past `measurement.budget_minutes`
+  (the repeats after the first `repeats`, timed from their records' wall time; a point's next
+  run is costed at the mean wall time of its runs so far). Within a round the points that enter
+  the most open ratios per second of a run go first.
+
+`plan` is pure: the workflow's checkpoint (rules/runs.smk, scripts/plan_repeats.py) feeds it the
+records so far and writes its answer, the next round's records, as a plan file.
+"""
+import re
+from collections import Counter
+from pathlib import PurePosixPath
+
+import pandas as pd
+
+from dlbench.stats import _key, comparisons, interval, repeats_of
+from dlbench.tables import units_table
+
+STOPS = ("resolved", "max_repeats", "budget")
+ANOTHER_ROUND = "another round"
+REPEAT = re.compile(r"repeat~(\d+)")
+
+
+def resolved(low, high, same_threshold):
+    """A ratio's interval decides: faster, slower, or the same within the threshold."""
+    if pd.isna(low) or pd.isna(high):
+        return False
+    return low > 1 or high < 1 or (low >= 1 - same_threshold and high <= 1 + same_threshold)
+
+
+def with_repeat(path, repeat):
+    """The record path of the same point at another repeat."""
+    path = PurePosixPath(path)
+    return str(path.with_name(REPEAT.sub(f"repeat~{repeat}", path.name)))
+
+
+def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=None):
+    """({point: how many of its ratios are open}, {point: its steady units}) of one run set's
+    units table; a point is its group key (workload, framework, *point keys)."""
+    _, groups, found = comparisons(units, frameworks)
+    counts = Counter()
+    for c in found:
+        sides = [repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])]
+        _, low, high = interval(sides, confidence, resamples, seed)
+        if not resolved(low, high, same_threshold):
+            counts.update([c["num"], c["den"]])
+    return counts, groups
+
+
+def plan(records, round_, measurement, seed=0, frameworks=None):
+    """The plan of round `round_` (its repeat number): which points run repeat `round_`, and why
+    every other point stopped. records: [(path, record)] of every timed run set's runs so far.
+    measurement: the config's measurement section (repeats, max_repeats, budget_minutes,
+    same_threshold, confidence, resamples, min_unit_seconds, max_other_cpus).
+
+    Returns {round, budget_s, spent_s, planned_s, records: [paths of repeat round_], points:
+    [{run_set, subject, point, repeats, open_ratios, status}]}: status ANOTHER_ROUND for the
+    points that run again, else one of STOPS."""
+    m = measurement
+    by_set, path_of, wall = {}, {}, {}
+    for path, record in records:
+        by_set.setdefault(record["workload"], []).append(record)
+        path_of[(record["workload"], record["framework"], record["run_id"])] = path
+        wall[path] = record.get("wall_s") or 0.0
+    spent = sum(s for path, s in wall.items() if int(REPEAT.search(path).group(1)) > m["repeats"])
+    budget = 60.0 * m["budget_minutes"]
+    points = []
+    for run_set, set_records in by_set.items():
+        units = units_table(set_records, m["min_unit_seconds"], m["max_other_cpus"])
+        counts, groups = open_ratios(units, m["same_threshold"], m["confidence"], m["resamples"], seed, frameworks)
+        for group, rows in groups.items():
+            run_ids = sorted(set(rows["run_id"]))
+            framework = group[1] if isinstance(group[1], str) else None
+            paths = [path_of[(run_set, framework, run_id)] for run_id in run_ids]
+            points.append({
+                "run_set": run_set, "subject": PurePosixPath(paths[0]).parent.name, "key": list(_key(group)),
+                "point": REPEAT.sub("repeat~*", run_ids[0]), "repeats": len(run_ids),
+                "open_ratios": counts.get(group, 0),
+                "cost_s": sum(wall[p] for p in paths) / len(paths), "next": with_repeat(paths[0], round_),
+            })
+    for point in points:
+        if point["open_ratios"] == 0:
+            point["status"] = "resolved"
+        elif point["repeats"] >= m["max_repeats"] or round_ > m["max_repeats"]:
+            point["status"] = "max_repeats"
+    waiting = sorted((p for p in points if "status" not in p), key=lambda p: -p["open_ratios"] / max(p["cost_s"], 1e-3))
+    planned = 0.0
+    for point in waiting:
+        if spent + planned + point["cost_s"] <= budget:
+            point["status"] = ANOTHER_ROUND
+            planned += point["cost_s"]
+        else:
+            point["status"] = "budget"
+    chosen = [p["next"] for p in points if p["status"] == ANOTHER_ROUND]
+    for point in points:
+        point["cost_s"] = round(point["cost_s"], 3)
+        del point["next"]
+    return {"round": round_, "budget_s": budget, "spent_s": round(spent, 3), "planned_s": round(planned, 3),
+            "records": sorted(chosen), "points": points}
+
+
+def stopped(points, last_plan):
+    """Why each row of a points table (dlbench.stats.point_statistics) has the repeats it has:
+    its status in the last round's plan ("" for a point the plan does not know)."""
+    status = {tuple(point["key"]): point["status"] for point in last_plan["points"]}
+    keys = list(points.columns[:list(points.columns).index("repeats")])
+    return [status.get(_key(tuple(row)), "") for row in points[keys].itertuples(index=False)]
