@@ -7,6 +7,11 @@ min_version("9.0")
 # The workflow's own package (src/dlbench), so that every copy of the workflow runs its own code.
 sys.path.insert(0, f"{workflow.basedir}/src")
 from dlbench.config import ConfigError, check_renamed, check_yaml
+from dlbench.scheduling import quiet_reevaluations
+from snakemake.scheduling.job_scheduler import JobScheduler
+
+# One pending re-evaluation of the scheduler at a time: its rounds took 0.5 cores beside the runs
+quiet_reevaluations(JobScheduler)
 
 try:  # Snakemake's own message names neither the file nor the line
     check_yaml(f"{workflow.basedir}/config.yaml")

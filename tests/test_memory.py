@@ -67,7 +67,8 @@ def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
     memory = run_set("mnist-memory")
     rows = memory.rows(config, ["pytorch", "tensorflow"], 1)
     # every mode of MNIST's config, at each batch, each repeat
-    assert len(rows) == (3 + 3) * len(config["memory"]["batches"]["mnist"]) * config["memory"]["repeats"]
+    modes = sum(len(config["mnist"]["modes"][fw]) for fw in ("pytorch", "tensorflow"))
+    assert len(rows) == modes * len(config["memory"]["batches"]["mnist"]) * config["memory"]["repeats"]
     specs = [memory.build(config, row, 2) for row in rows]
     assert len({(spec.framework, spec.run_id) for spec in specs}) == len(specs)
     spec = specs[0]
