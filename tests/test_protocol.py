@@ -179,3 +179,19 @@ def test_every_process_plans_its_blocks_from_the_same_time():
         return planned
 
     assert blocks_of(0) == blocks_of(1)
+
+
+def test_a_unit_calibrated_before_warm_up_sped_the_steps_up_stays_above_the_minimum():
+    """Calibration aims at CALIBRATION_MARGIN x min_unit_seconds: steps 16% faster after it (as
+    warm-up makes them) still give steady units of at least min_unit_seconds."""
+    plan = Plan(measure(min_unit_seconds=1.0, min_unit_steps=5, max_unit_steps=1000), Convergence(0, 1))
+    walls = []
+
+    def seconds(i, block):
+        return 0.05 if plan.upcoming().kind == "calibration" else 0.042
+
+    while (block := plan.upcoming()) is not None:
+        wall = sum(seconds(i, None) for i in range(block.steps))
+        walls.append((block.kind, wall))
+        plan.done(wall)
+    assert all(wall >= 1.0 for kind, wall in walls if kind == "steady")

@@ -70,6 +70,13 @@ def test_the_budget_stops_the_rounds_counting_what_the_earlier_rounds_took():
     assert sorted(p["status"] for p in result["points"] if p["open_ratios"]) == ["budget", "budget"]
 
 
+def test_after_the_last_round_a_point_the_budget_left_short_of_max_repeats_says_budget():
+    done = records(MEANS)  # 3 repeats each; round 7 comes after max_repeats (6)
+    result = plan(done, 7, MEASUREMENT)
+    assert result["records"] == []
+    assert {p["status"] for p in result["points"] if p["open_ratios"]} == {"budget"}
+
+
 def test_the_points_table_says_why_each_point_stopped():
     done = records(MEANS)
     result = plan(done, 4, {**MEASUREMENT, "max_repeats": 3})

@@ -92,8 +92,10 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     for point in points:
         if point["open_ratios"] == 0:
             point["status"] = "resolved"
-        elif point["repeats"] >= m["max_repeats"] or round_ > m["max_repeats"]:
+        elif point["repeats"] >= m["max_repeats"]:
             point["status"] = "max_repeats"
+        elif round_ > m["max_repeats"]:  # open with fewer repeats: earlier rounds had no budget for it
+            point["status"] = "budget"
     waiting = sorted((p for p in points if "status" not in p), key=lambda p: -p["open_ratios"] / max(p["cost_s"], 1e-3))
     planned = 0.0
     for point in waiting:
