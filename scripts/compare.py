@@ -42,8 +42,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from dlbench.flags import NAMES, NOTES, key, marker, named, not_resolved, point_flags, withdrawing
-from dlbench.stats import FLAGS, compare, plain
+from dlbench.flags import NAMES, NOTES, marker, named, not_resolved, point_flags, withdrawing
+from dlbench.stats import FLAGS, compare, plain, point_key
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange"}
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
@@ -82,7 +82,7 @@ def side_flags(part, units, cv_threshold):
     """Per row of a compare() table, the flags of its point in `units` (FLAGS names; [] where the
     point has no steady units there)."""
     columns, found = point_flags(units, cv_threshold)
-    return [found.get(key(row[c] for c in columns), []) for _, row in part[columns].iterrows()]
+    return [found.get(point_key(tuple(row[c] for c in columns)), []) for _, row in part[columns].iterrows()]
 
 
 def with_flags(part, before, after, cv_threshold=0.05):

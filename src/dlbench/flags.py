@@ -15,7 +15,7 @@ such a point is not given (`not_resolved`): the figure still shows, named by its
 """
 import pandas as pd
 
-from dlbench.stats import FLAGS, plain, point_statistics
+from dlbench.stats import FLAGS, point_key, point_statistics
 
 # The words every table, page and figure uses for a flag; the legends' sentences
 NAMES = {"unstable": "unstable", "below_minimum": "short units", "contended": "contended"}
@@ -57,19 +57,14 @@ def not_resolved(flags):
     return f"not resolved ({named(withdrawing(flags))})"
 
 
-def key(values):
-    """A point's key that matches across tables: NaN equal to NaN, 2 equal to 2.0."""
-    return tuple("<NA>" if pd.isna(v) else str(plain(v)) for v in values)
-
-
 def point_flags(units, cv_threshold=0.05):
-    """(key columns, {key(values of those columns): the point's flags}) of every point with steady
+    """(key columns, {point_key(values of those columns): the point's flags}) of every point with steady
     units in a units table, flagged as dlbench.stats.point_statistics flags them (the key columns:
     workload, framework and the point's keys). Only the flags are read: the intervals are drawn
     with the fewest resamples."""
     points = point_statistics(units, resamples=2, cv_threshold=cv_threshold)
     columns = list(points.columns[:points.columns.get_loc("repeats")])
-    return columns, {key(row[c] for c in columns): flags_of(row) for _, row in points.iterrows()}
+    return columns, {point_key(tuple(row[c] for c in columns)): flags_of(row) for _, row in points.iterrows()}
 
 
 def marker(flags):

@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
-from dlbench.stats import _key, comparisons, interval, repeats_of
+from dlbench.stats import comparisons, point_key, interval, repeats_of
 from dlbench.tables import units_table
 
 STOPS = ("resolved", "max_repeats", "budget")
@@ -84,7 +84,7 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
             framework = group[1] if isinstance(group[1], str) else None
             paths = [path_of[(run_set, framework, run_id)] for run_id in run_ids]
             points.append({
-                "run_set": run_set, "subject": PurePosixPath(paths[0]).parent.name, "key": list(_key(group)),
+                "run_set": run_set, "subject": PurePosixPath(paths[0]).parent.name, "key": list(point_key(group)),
                 "point": REPEAT.sub("repeat~*", run_ids[0]), "repeats": len(run_ids),
                 "open_ratios": counts.get(group, 0),
                 "cost_s": sum(wall[p] for p in paths) / len(paths), "next": with_repeat(paths[0], round_),
@@ -117,4 +117,4 @@ def stopped(points, last_plan):
     its status in the last round's plan ("" for a point the plan does not know)."""
     status = {tuple(point["key"]): point["status"] for point in last_plan["points"]}
     keys = list(points.columns[:list(points.columns).index("repeats")])
-    return [status.get(_key(tuple(row)), "") for row in points[keys].itertuples(index=False)]
+    return [status.get(point_key(tuple(row)), "") for row in points[keys].itertuples(index=False)]

@@ -228,7 +228,7 @@ def comparisons(units, frameworks=None):
         if moded and name[index["mode"]] != FRAMEWORKS[name[1]].default_mode:
             continue
         where = [v for k, v in zip(keys, name) if k not in ("framework", "mode")]
-        by_point.setdefault(tuple(_key(where)), (name, {}))[1][name[1]] = name
+        by_point.setdefault(tuple(point_key(where)), (name, {}))[1][name[1]] = name
     for first, names in by_point.values():
         order = _framework_order(list(names), frameworks)
         fixed = {k: (np.nan if k == "mode" else v) for k, v in zip(point, first[2:])}
@@ -342,8 +342,8 @@ def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=200
     old_keys, old = _groups(old_units)
     new_keys, new = _groups(new_units)
     keys = old_keys + [k for k in new_keys if k not in old_keys]
-    old_names = {_key(name): name for name in old}
-    new_names = {_key(name): name for name in new}
+    old_names = {point_key(name): name for name in old}
+    new_names = {point_key(name): name for name in new}
     empty = {"old_mean": np.nan, "new_mean": np.nan, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan,
              "repeats_needed": None}
     rows, only = [], []
@@ -375,6 +375,6 @@ def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=200
     return table
 
 
-def _key(name):
+def point_key(name):
     """A point's key that matches across tables: NaN equal to NaN, 2 equal to 2.0."""
     return tuple("<NA>" if pd.isna(v) else str(plain(v)) for v in name)
