@@ -137,6 +137,8 @@ def record_path(workload, subject, point_id):
 # question is still open, up to max_repeats (dlbench.rounds; the checkpoint plan_repeats).
 MIN_REPEATS = MEASUREMENT["repeats"]
 MAX_REPEATS = max(MEASUREMENT["max_repeats"], MIN_REPEATS)
+# Off (max_repeats at most repeats, or no budget): no checkpoint, `repeats` is the count
+ROUNDS = MAX_REPEATS > MIN_REPEATS and MEASUREMENT["budget_minutes"] > 0
 
 # The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}},
 # every repeat a round may ask for (a record's folder is its framework, or its library for a run of no
@@ -255,6 +257,8 @@ def planned_rounds(until=MAX_REPEATS + 1, checked=True):
     those on disk). The rounds end at the first that plans no record (the last, MAX_REPEATS + 1,
     never does: it says why every point stopped)."""
     rounds = []
+    if not ROUNDS:
+        return rounds
     for round_ in range(MIN_REPEATS + 1, until + 1):
         path = checkpoints.plan_repeats.get(round=round_).output[0] if checked else round_plan(round_)
         if not Path(path).exists():
@@ -281,8 +285,9 @@ def set_records(name, checked=True):
 
 
 def final_plan(wildcards=None):
-    """The last round's plan, which says why each timed point stopped (an input of the tables)."""
-    return planned_rounds()[-1][0]
+    """The last round's plan, which says why each timed point stopped (an input of the tables); none
+    without rounds."""
+    return planned_rounds()[-1][0] if ROUNDS else []
 
 
 def all_targets():

@@ -17,7 +17,7 @@ rule aggregate:
     input:
         records=lambda wildcards: set_records(wildcards.workload),
         # the last round's plan: why each point stopped (a timed set's)
-        rounds=lambda wildcards: final_plan() if wildcards.workload in TIMED_SETS else [],
+        rounds=lambda wildcards: final_plan() if wildcards.workload in TIMED_SETS else [],  # [] without rounds
         **script_inputs("aggregate.py"),
         python=env_input("report"),
     params:
