@@ -47,7 +47,7 @@ rule train:
 # (rules/common.smk, planned_rounds); a finished run plans nothing again.
 checkpoint plan_repeats:
     output:
-        "results/repeats/round-{round}.json",
+        round_plan("{round}"),
     input:
         records=lambda wildcards: timed_records(until=int(wildcards.round) - 1),
         **script_inputs("plan_repeats.py", modules=["dlbench.rounds"]),
