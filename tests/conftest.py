@@ -57,6 +57,23 @@ SMOKE_DATA = ("results/data/mnist/train-duplicate~1-images.npy", "results/data/i
 
 
 @pytest.fixture(scope="session")
+def smoke_run(workflow_copy):
+    """The session's one smoke run (presets/smoke.yaml, in the session's workflow copy) and its
+    report: every test that reads the workflow's records and tables reads them here."""
+    snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    snakemake("--report", "results/report.html", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    return workflow_copy
+
+
+def smoke_records(root, workload, framework):
+    """The records of a workload's runs of one framework in a workflow folder, each validated
+    against schemas/run.schema.json."""
+    from dlbench.tables import load_records
+
+    return load_records(sorted((root / "results" / "runs" / workload / framework).glob("*.json")))
+
+
+@pytest.fixture(scope="session")
 def smoke_data(workflow_copy):
     """The session's workflow copy with the smoke preset's data prepared: where the framework
     tests run their specs (relative paths under results/data)."""

@@ -2,7 +2,7 @@
 smoke config with falling loss from the shared start, and its record says the mode and the
 compilation it took (summary.compile_s). The default modes run in the workflow's smoke runs
 (tests/test_workflow.py); here, every other one, on MNIST's CNN and IMDB's LSTM, and the
-memory-saving ones (they recompute DenseNet's dense layers) on ChestX-ray's DenseNet-121 too."""
+memory-saving ones (they recompute DenseNet's dense layers) on the smoke preset's DenseNet-21 too."""
 import subprocess
 
 import pytest
@@ -23,7 +23,7 @@ NOT_APPLICABLE = {("pytorch", "channels-last", "imdb"),
 # torch.compile of an LSTM: Dynamo does not trace nn.LSTM (torch 2.13: it runs eagerly) and
 # Keras' LSTM on torch compiles for minutes on two cores; both compile the CNN above.
 LEFT_OUT = {("imdb", "pytorch", "compile"), ("imdb", "keras-torch", "jit")}
-# ChestX-ray smoke: DenseNet-121 at batch 2, on synthetic input (no loader)
+# ChestX-ray smoke: DenseNet-21 at batch 2, on synthetic input (no loader)
 CASES = [(workload, framework, mode) for framework, mode in OTHER_MODES for workload in ("mnist", "imdb")
          if (workload, framework, mode) not in LEFT_OUT] + [
     ("chestxray", framework, mode) for framework, mode in RECOMPUTING.items()]

@@ -13,11 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import venv_python
+from conftest import smoke_records
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.nodes import NodeError, launcher, this_node
-from dlbench.specs import spec_to_json
-from dlbench.tables import load_records
 from specs import smoke_spec
 
 MULTI_NODE = [(framework, strategy) for framework, spec in FRAMEWORKS.items() for strategy in spec.multi_node]
@@ -69,22 +67,20 @@ def test_the_local_launcher_gives_each_node_its_place_and_stops_all_when_one_fai
     assert proc.returncode == 3 and "node(s) [1] failed" in proc.stderr
 
 
-def run_harness(framework, spec, folder, cwd):
-    out = folder / f"{spec.run_id}.json"
-    proc = subprocess.run([venv_python(framework), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
-                           "--out", str(out)], cwd=cwd, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    record, = load_records([out])
+def two_device_run(root, framework, strategy, nodes):
+    """The smoke run's MNIST run of a strategy on 2 devices of `nodes` nodes, which trained."""
+    (record,) = [r for r in smoke_records(root, "mnist", framework)
+                 if (r["spec"]["strategy"], r["spec"]["devices"], r["spec"]["nodes"]) == (strategy, 2, nodes)]
     assert record["status"] == "ok", record["error"]
     return record
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("framework, strategy", MULTI_NODE)
-def test_two_nodes_train_as_two_devices_of_one_node(framework, strategy, smoke_data, tmp_path):
-    row = dict(batch=32, devices=2, strategy=strategy)
-    one = run_harness(framework, smoke_spec("mnist", framework, nodes=1, **row), tmp_path, smoke_data)
-    two = run_harness(framework, smoke_spec("mnist", framework, nodes=2, **row), tmp_path, smoke_data)
+def test_two_nodes_train_as_two_devices_of_one_node(framework, strategy, smoke_run):
+    """The session's smoke run trains both placements of every strategy that spans nodes."""
+    one = two_device_run(smoke_run, framework, strategy, nodes=1)
+    two = two_device_run(smoke_run, framework, strategy, nodes=2)
     assert two["spec"]["nodes"] == 2 and one["spec"]["nodes"] == 1
     assert (one["spec"]["batch"], one["spec"]["devices"]) == (two["spec"]["batch"], two["spec"]["devices"])
     assert one["order_sha256"] == two["order_sha256"] is not None  # the same global batches, in the same order

@@ -104,6 +104,32 @@ def test_a_run_s_code_is_what_it_imports():
     assert {"prepare.py", "data.py", "errors.py"} <= script
 
 
+def test_a_snakemake_invocation_parses_each_file_of_code_once(monkeypatch):
+    """Every job asks for its code; the jobs share most files, and a file is parsed once per process."""
+    import ast
+
+    from dlbench import provenance
+
+    parsed = []
+
+    class CountingAst:  # provenance's ast, counting what it parses
+        def __getattr__(self, name):
+            return getattr(ast, name)
+
+        def parse(self, source, filename):
+            parsed.append(filename)
+            return ast.parse(source, filename)
+
+    monkeypatch.setattr(provenance, "ast", CountingAst())
+    provenance._imports.cache_clear()
+    provenance._code_files.cache_clear()
+    src = REPO / "src"
+    jobs = [["dlbench.harness", "dlbench.protocol", f"dlbench.frameworks.{name}", f"dlbench.workloads.mnist.{name}"]
+            for name in ("pytorch", "mxnet")]
+    first = [code_files(src, modules=modules) for modules in jobs]
+    assert len(parsed) == len(set(parsed)) == len(set().union(*first)) > 0
+    again = [code_files(src, modules=modules) for modules in jobs]
+    assert again == first and len(parsed) == len(set(parsed))
 def test_the_frameworks_are_listed_in_one_place():
     """Adding a framework: its line in dlbench/frameworks/__init__.py, its backend, its env
     file and one module per workload; no rule, schema or config lists the frameworks."""

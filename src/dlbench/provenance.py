@@ -5,6 +5,7 @@ jobs whose code changed. The imports are read from the source (ast), not by impo
 the workflow's interpreter has none of the frameworks.
 """
 import ast
+from functools import cache
 from pathlib import Path
 
 PACKAGE = "dlbench"
@@ -19,6 +20,9 @@ def _module_file(src, module):
     return None
 
 
+# Parsed once per process: a Snakemake invocation asks for the code of every job, and the jobs share
+# most of their files (the harness, the protocol, each framework's modules).
+@cache
 def _imports(path):
     """The dlbench modules a file imports (`from dlbench.x import y` may name a module y)."""
     found = set()
@@ -34,7 +38,12 @@ def _imports(path):
 def code_files(src, modules=(), scripts=()):
     """Sorted paths of `scripts` and of the dlbench `modules`, with every dlbench module they
     import, transitively, and the __init__.py of each package on the way (run on import)."""
-    src = Path(src)
+    return list(_code_files(Path(src), tuple(modules), tuple(Path(s) for s in scripts)))
+
+
+@cache
+def _code_files(src, modules, scripts):
+    """code_files, once per process for each set of entry points."""
     todo = [Path(s) for s in scripts]
     seen_modules, files = set(), set()
     pending = list(modules)
@@ -56,4 +65,4 @@ def code_files(src, modules=(), scripts=()):
             path = _module_file(src, name)
             if path is not None:
                 todo.append(path)
-    return sorted(str(path) for path in files)
+    return tuple(sorted(str(path) for path in files))
