@@ -4,8 +4,17 @@ Used when the workflow runs without --use-conda. The venv lives under a shared p
 folder named by the env file's content hash, so checkouts and tests share it and an edited
 env file gets a new one. The interpreter wrapper `<venv>/python` is written last: its
 presence means the venv is complete.
+
+uv installs the packages: it downloads in parallel and compiles no bytecode at install (pip took
+159 of tensorflow's 265 s unpacking and compiling its wheel). It takes exactly the sources pip is
+configured with on this machine: uv reads no pip.conf, so the venv's pip says its settings (`pip
+config list`) and they become uv's options (pip_to_uv); uv's own configuration files and index
+variables are left out. uv's cache (~/.cache/uv, UV_CACHE_DIR) keeps each wheel it downloads or
+builds from an sdist (pillow-simd, mpi4py, Chainer) by the source's hash: the other venvs take it
+from there.
 """
 import argparse
+import ast
 import fcntl
 import os
 import shlex
@@ -15,6 +24,68 @@ import sys
 from pathlib import Path
 
 from dlbench.envs import env_hash, read_env_file
+
+# pip's options, as `pip config list` names them, and uv pip install's: the package sources, and
+# what changes which files or builds are taken. Each value may hold several, whitespace-separated.
+PIP_TO_UV = {
+    "index-url": "--index-url",
+    "extra-index-url": "--extra-index-url",
+    "find-links": "--find-links",
+    "constraint": "--constraint",
+    "trusted-host": "--allow-insecure-host",
+    "no-binary": "--no-binary",
+    "only-binary": "--only-binary",
+}
+# uv's own spellings of package sources: dropped from its environment, so that pip's are the only ones.
+UV_SOURCE_VARIABLES = ("UV_INDEX", "UV_INDEX_URL", "UV_DEFAULT_INDEX", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS",
+                       "UV_NO_INDEX", "UV_INDEX_STRATEGY", "UV_CONSTRAINT", "UV_CONFIG_FILE")
+FALSE = ("0", "false", "no", "off")
+
+
+def parse_pip_config(text):
+    """{option: value} of `pip config list`'s output, as pip applies them to `pip install`: the
+    environment's PIP_* (':env:.') over the [install] section over [global]."""
+    found = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        section, dot, option = key.rpartition(".")
+        if sep and dot:
+            found[(section, option)] = ast.literal_eval(value)
+    return {option: value for section in ("global", "install", ":env:")
+            for (where, option), value in found.items() if where == section}
+
+
+def pip_to_uv(config):
+    """uv pip install's options and environment variables for pip's settings (parse_pip_config):
+    pip's index (uv's default, PyPI, only where pip names none, as pip's own default is PyPI),
+    its extra indexes, find-links and constraints, and nothing else."""
+    options = []
+    for pip_option, uv_option in PIP_TO_UV.items():
+        for value in config.get(pip_option, "").split():
+            options += [uv_option, value]
+    if config.get("no-index", "").lower() not in ("", *FALSE):
+        options.append("--no-index")
+    # pip's store_false options read "0" as set: PIP_NO_BUILD_ISOLATION=0 is --no-build-isolation.
+    if config.get("no-build-isolation", "").lower() in FALSE:
+        options.append("--no-build-isolation")
+    # pip takes a package's best version over all its indexes and find-links (torch's local +cpu
+    # wheel over PyPI's CUDA build of the same release); uv's default takes the first index that has it.
+    options += ["--index-strategy", "unsafe-best-match"]
+    variables = {}
+    if config.get("cert"):
+        variables["SSL_CERT_FILE"] = config["cert"]
+    if config.get("timeout") or config.get("default-timeout"):
+        variables["UV_HTTP_TIMEOUT"] = config.get("timeout") or config.get("default-timeout")
+    return options, variables
+
+
+def uv_binary():
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise SystemExit("error: uv installs the venvs' packages, and this interpreter has none: "
+                         "pip install -r requirements.txt") from None
+    return find_uv_bin()
 
 
 def base_interpreter(version):
@@ -40,17 +111,38 @@ def build(env_file, venv):
         if wrapper.exists():
             print(f"{venv} was built meanwhile by another process")
             return
-        subprocess.run([base_interpreter(env.python), "-m", "venv", "--clear", str(venv)], check=True)
+        python = str(venv / "bin" / "python")
+        pip = [python, "-m", "pip"]
+        uv_bin = uv_binary()
+        # The venv has pip (scripts/fetch.py downloads with it), the one its Python bundles, as
+        # `python -m venv` would install it; uv installs it from the bundled wheels, in a second
+        # rather than ensurepip's compiling minute on a busy machine.
+        subprocess.run([base_interpreter(env.python), "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+        bundled = subprocess.run([python, "-c", "import ensurepip, pathlib; print(pathlib.Path(ensurepip.__file__).parent)"],
+                                 capture_output=True, text=True).stdout.strip()
+        wheels = sorted(str(path) for path in Path(bundled or "/nonexistent").glob("_bundled/*.whl"))
+        if any(Path(wheel).name.startswith("pip-") for wheel in wheels):
+            subprocess.run([uv_bin, "pip", "install", "--no-config", "--offline", "--no-deps", "--python", python, *wheels],
+                           check=True)
+        else:  # a Python whose ensurepip finds its wheels elsewhere (Debian's python3-venv)
+            subprocess.run([python, "-m", "ensurepip", "--default-pip"], check=True)
         (venv / "requirements.txt").write_text("\n".join(env.pip) + "\n")
         shutil.copyfile(env_file, venv / "env.yaml")
-        pip = [str(venv / "bin" / "python"), "-m", "pip"]
         # The venv stands for the conda env: ${CONDA_PREFIX} in a variable names its folder (the
         # GPU MXNet env's LD_LIBRARY_PATH, to the CUDA libraries pip puts in it).
         variables = {name: value.replace("${CONDA_PREFIX}", str(venv)) for name, value in env.variables.items()}
         install_env = {**os.environ, **variables}
+        # The env file's PIP_* variables (Chainer's PIP_NO_BUILD_ISOLATION) are pip's settings too.
+        config = subprocess.run(pip + ["config", "list"], check=True, capture_output=True, text=True,
+                                env=install_env).stdout
+        options, uv_variables = pip_to_uv(parse_pip_config(config))
+        uv_env = {name: value for name, value in {**install_env, **uv_variables}.items()
+                  if name not in UV_SOURCE_VARIABLES}
+        uv = [uv_bin, "pip", "install", "--no-config", "--python", python, *options]
+        print("installer:", shlex.join(uv), flush=True)
         if env.build_first:  # conda's own packages, installed before the pip list as conda does
-            subprocess.run(pip + ["install", *env.build_first], check=True, env=install_env)
-        subprocess.run(pip + ["install", "-r", str(venv / "requirements.txt")], check=True, env=install_env)
+            subprocess.run(uv + env.build_first, check=True, env=uv_env)
+        subprocess.run(uv + ["-r", str(venv / "requirements.txt")], check=True, env=uv_env)
         freeze = subprocess.run(pip + ["freeze"], check=True, capture_output=True, text=True).stdout
         (venv / "pip-freeze.txt").write_text(freeze)
         # The env file's variables are set whenever the venv runs, as conda's activation sets

@@ -1,10 +1,17 @@
+import base64
+import hashlib
 import os
 import subprocess
+import sys
+import zipfile
 
 import pytest
 
 from dlbench.envs import env_hash, read_env_file
-from conftest import REPO, venv_python
+from conftest import REPO, SCRIPTS, venv_python
+
+sys.path.insert(0, str(SCRIPTS))
+from build_venv import parse_pip_config, pip_to_uv  # noqa: E402
 
 ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
 
@@ -96,3 +103,63 @@ def test_the_env_chooses_keras_backend(name):
                          capture_output=True, text=True, check=True, env={k: v for k, v in os.environ.items()
                                                                            if k != "KERAS_BACKEND"})
     assert out.stdout.split()[-1] == KERAS_ENGINES[name][0]
+
+
+def test_uv_is_given_the_sources_pip_is_configured_with():
+    """uv reads no pip.conf: the builder hands it pip's index, extra indexes, find-links and
+    constraints (the environment's PIP_* over [install] over [global]), and the env file's
+    PIP_NO_BUILD_ISOLATION=0 (pip's spelling of --no-build-isolation)."""
+    config = parse_pip_config(
+        "global.index-url='https://mirror.example/simple'\n"
+        "global.extra-index-url='file:///opt/pypi/simple file:///opt/more/simple'\n"
+        "global.find-links='/opt/wheels'\n"
+        "install.constraint='/etc/pip/constraints.txt'\n"
+        "global.cert='/etc/ssl/certs/ca.crt'\n"
+        ":env:.index-url='https://proxy.example/simple'\n"
+        ":env:.no-build-isolation='0'\n"
+        ":env:.default-timeout='180'\n")
+    options, variables = pip_to_uv(config)
+    pairs = list(zip(options, options[1:]))
+    assert ("--index-url", "https://proxy.example/simple") in pairs  # PIP_INDEX_URL over pip.conf
+    assert "https://mirror.example/simple" not in options
+    assert ("--extra-index-url", "file:///opt/pypi/simple") in pairs and ("--extra-index-url", "file:///opt/more/simple") in pairs
+    assert ("--find-links", "/opt/wheels") in pairs and ("--constraint", "/etc/pip/constraints.txt") in pairs
+    assert "--no-build-isolation" in options and ("--index-strategy", "unsafe-best-match") in pairs
+    assert variables == {"SSL_CERT_FILE": "/etc/ssl/certs/ca.crt", "UV_HTTP_TIMEOUT": "180"}
+    # pip with no index of its own uses PyPI: so does uv, by its default
+    options, _ = pip_to_uv(parse_pip_config("global.find-links='/opt/wheels'\n"))
+    assert "--index-url" not in options and "--extra-index-url" not in options and "--no-build-isolation" not in options
+
+
+def probe_index(root, flavour):
+    """A PEP 503 index under root holding dlbench-probe 1.0, whose module says flavour."""
+    wheel = root / "files" / "dlbench_probe-1.0-py3-none-any.whl"
+    wheel.parent.mkdir(parents=True)
+    files = {"dlbench_probe.py": f"FLAVOUR = {flavour!r}\n",
+             "dlbench_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: dlbench-probe\nVersion: 1.0\n",
+             "dlbench_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+                     f"{len(text.encode())}\n" for name, text in files.items())
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**files, "dlbench_probe-1.0.dist-info/RECORD": record + "dlbench_probe-1.0.dist-info/RECORD,,\n"}.items():
+            archive.writestr(name, text)
+    page = root / "simple" / "dlbench-probe" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="../../files/{wheel.name}">{wheel.name}</a>\n')
+    return (root / "simple").as_uri()
+
+
+def test_the_venv_takes_its_packages_from_pips_index_and_no_other(tmp_path):
+    """A venv built under a pip configuration whose index is the only one with the package gets
+    it from there; uv's own index variable, naming a second source, is not followed."""
+    pip_conf = tmp_path / "pip.conf"
+    pip_conf.write_text(f"[global]\nindex-url = {probe_index(tmp_path / 'pip-index', 'pip')}\n")
+    env = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-probe==1.0\n")
+    venv = tmp_path / "venvs" / f"probe-{env_hash(env)}"
+    subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env), str(venv)], check=True,
+                   env={**os.environ, "PIP_CONFIG_FILE": str(pip_conf), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+                        "UV_EXTRA_INDEX_URL": probe_index(tmp_path / "other-index", "other")})
+    out = subprocess.run([str(venv / "python"), "-c", "import dlbench_probe; print(dlbench_probe.FLAVOUR)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "pip"
+    assert "dlbench-probe==1.0" in (venv / "pip-freeze.txt").read_text()
