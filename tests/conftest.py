@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from dlbench.envs import env_file, venv_interpreter
+from dlbench.frameworks import FRAMEWORKS
+from dlbench.harness import NO_TRAINING
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -18,12 +20,27 @@ VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs
 
 
 def venv_python(stack):
-    """The interpreter the workflow would use for envs/<stack>.yaml, built if missing."""
+    """The interpreter the workflow would use for envs/<stack>.yaml, built if missing; a quick test
+    (not marked slow) starts no framework (the report's and the data's environments it may)."""
+    if os.environ.get(NO_TRAINING) and stack in FRAMEWORKS:
+        raise AssertionError(f"a test that starts the {stack} environment is slow: mark it so")
     venv = venv_interpreter(VENV_PREFIX, REPO / "envs", stack).parent
     if not (venv / "python").exists():
         subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env_file(REPO / "envs", stack)),
                         str(venv)], check=True)
     return str(venv / "python")
+
+
+# What starts a training run or builds an environment: the slow tests'.
+TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass", "finished"}
+
+
+@pytest.fixture(autouse=True)
+def quick_tests_train_nothing(request, monkeypatch):
+    """A test not marked slow runs with the harness refusing to start (and venv_python refusing a
+    framework), so that `pytest -m "not slow"` starts no training, whatever a test calls."""
+    if request.node.get_closest_marker("slow") is None:
+        monkeypatch.setenv(NO_TRAINING, f"{request.node.nodeid} is not marked slow")
 
 
 def copy_workflow(dest):

@@ -70,6 +70,7 @@ def test_mnist_small_is_the_count_by_hand():
     assert count(smoke_spec("mnist", "pytorch", model="small")) == MNIST_SMALL_BY_HAND == 3_315_456
 
 
+@pytest.mark.slow  # PyTorch's environment
 @pytest.mark.parametrize("workload, row", [("mnist", {"model": "small"}), ("mnist", {"model": "large"}),
                                            ("imdb", {}), ("chestxray", {})])
 def test_each_model_is_what_pytorchs_counter_counts(workload, row):

@@ -363,7 +363,6 @@ def test_shared_workload_code_reruns_every_run_of_that_workload(finished, module
     assert planned_runs(out) == sorted(all_runs(finished, "imdb") + (onnx_runs(finished, "imdb-lstm") if exported else []))
 
 
-@pytest.mark.slow
 def open_in_chromium(page, *args):
     """Headless Chromium on a local page, after its scripts ran; its stdout and stderr (the page's
     console, where a script error would show)."""
@@ -398,6 +397,7 @@ def test_the_report_opens_on_what_the_run_found_in_a_browser(smoke_run):
     assert column.std() > 0.05, "the first view is blank"
 
 
+@pytest.mark.slow
 def test_a_runtime_reruns_the_exported_models_runs_and_a_pytorch_model_its_export(finished):
     with edited(finished / "src" / "dlbench" / "workloads" / "onnx" / "runtimes.py"):
         assert planned_runs(dry_run(finished)) == all_runs(finished, "onnx")

@@ -118,6 +118,10 @@ def exclusive(lock_path):
     return lock
 
 
+# Set where no run may start: the quick tests (pytest -m "not slow") set it to say why.
+NO_TRAINING = "DLBENCH_NO_TRAINING"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="the run's spec as JSON text")
@@ -126,6 +130,8 @@ def main():
     parser.add_argument("--attempt", default="first", help="which attempt this is, stored in the record")
     parser.add_argument("--memory-limit-mb", type=int, help="kill the run when its processes' PSS exceeds this")
     args = parser.parse_args()
+    if os.environ.get(NO_TRAINING):
+        raise SystemExit(f"dlbench.harness: {NO_TRAINING} is set ({os.environ[NO_TRAINING]}): no run starts here")
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop)
     if not die_with_parent(signal.SIGTERM):

@@ -1,0 +1,21 @@
+"""What the quick selection (`pytest -m "not slow"`) runs: no training, no framework environment.
+Every test not marked slow runs with the harness refusing to start (conftest.quick_tests_train_nothing)."""
+import subprocess
+import sys
+
+from conftest import TRAINING_FIXTURES
+
+
+def test_a_quick_test_starts_no_harness(tmp_path):
+    out = tmp_path / "record.json"
+    proc = subprocess.run([sys.executable, "-m", "dlbench.harness", "--spec", "{}", "--out", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and not out.exists()
+    assert "DLBENCH_NO_TRAINING is set" in proc.stderr and "test_a_quick_test_starts_no_harness" in proc.stderr
+
+
+def test_no_quick_test_asks_for_what_trains(request):
+    """The fixtures that train (the smoke run, its data, the memory pass) are the slow tests' only."""
+    quick = [item for item in request.session.items if item.get_closest_marker("slow") is None]
+    assert request.node in quick
+    assert not [item.nodeid for item in quick if TRAINING_FIXTURES & set(item.fixturenames)]
