@@ -1,3 +1,4 @@
+import re
 import shutil
 import subprocess
 import sys
@@ -16,22 +17,29 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
     return snakemake("--configfile", str(path), *args, cwd=cwd, check=False)
 
 
+# A schema error names the key by its place in the config (jsonschema's "On instance[...]") and
+# the value; the workflow's own checks name the key as "config <section>.<key>".
 @pytest.mark.parametrize(
     "overrides, named",
     [
-        ({"mnist": {"batches": [-64]}}, "batches"),
-        ({"mnist": {"epoch": 2}}, "epoch"),  # a typo of 'epochs' is an unknown key
-        ({"device": "tpu"}, "device"),
+        ({"mnist": {"batches": [-64]}},
+         ("ValidationError: -64 is less than the minimum of 1", "On instance['mnist']['batches'][0]")),
+        # a typo of 'epochs' is an unknown key
+        ({"mnist": {"epoch": 2}},
+         ("ValidationError: Additional properties are not allowed ('epoch' was unexpected)", "On instance['mnist']")),
+        ({"device": "tpu"}, ("ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']", "On instance['device']")),
         # checked against the one list of frameworks (src/dlbench/frameworks/__init__.py)
         ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),
         ({"mnist": {"strategies": {"pytorch": ["parameter-server"]}}},
          "config mnist.strategies.pytorch: unknown strategy 'parameter-server'"),
         ({"chestxray": {"weights": {"theano": "w.npz"}}}, "config chestxray.weights: unknown framework 'theano'"),
-        ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}}, "config chestxray.split"),
+        ({"chestxray": {"split": {"train": 0.7, "valid": 0.2, "test": 0.2}}},
+         ("config chestxray.split: the fractions {", "} sum to 1.1, not 1")),
         # ImageNet weights are DenseNet-121's; the default trains DenseNet-45
         ({"chestxray": {"blocks": [2, 4, 8, 6], "weights": {"mxnet": "densenet121.params"}}},
          "config chestxray.weights (mxnet): ImageNet weights are DenseNet-121's; chestxray.blocks is [2, 4, 8, 6]"),
-        ({"chestxray": {"blocks": [6, 12, 24]}}, "blocks"),
+        ({"chestxray": {"blocks": [6, 12, 24]}},
+         ("ValidationError: [6, 12, 24] is too short", "On instance['chestxray']['blocks']")),
         # one word per meaning: an old key name stops, naming the new one
         ({"chestxray": {"preprocess": {"backends": ["pillow"]}}},
          "config chestxray.preprocess.backends: renamed to chestxray.preprocess.libraries"),
@@ -46,19 +54,52 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
     proc = run_with(tmp_path, overrides, "-n")
     assert proc.returncode != 0
-    assert named in proc.stdout + proc.stderr
+    output = proc.stdout + proc.stderr
+    for part in [named] if isinstance(named, str) else named:
+        assert part in output, (part, output[-3000:])
+    assert "Building DAG of jobs" not in output  # stopped before planning a job
 
 
 def test_bad_config_stops_before_any_job(tmp_path):
     fresh = copy_workflow(tmp_path / "fresh")  # the session's copy may hold other tests' results
     proc = run_with(tmp_path, {"mnist": {"batches": [0]}}, "--cores", "1", cwd=fresh)
     assert proc.returncode != 0
+    output = proc.stdout + proc.stderr
+    # stopped by the config (not by anything else that fails), and before its first job
+    assert "ValidationError: 0 is less than the minimum of 1" in output and "On instance['mnist']['batches'][0]" in output, \
+        output[-3000:]
+    assert "Building DAG of jobs" not in output and not re.search(r"^(local)?rule \w+:$", output, re.MULTILINE), \
+        output[-3000:]
     assert not (fresh / "results").exists()
 
 
-def test_defaults_fill_what_a_preset_leaves_out():
-    proc = snakemake("-n", "--configfile", "presets/smoke.yaml", "--print-compilation")
-    assert proc.returncode == 0
+def test_defaults_fill_what_a_preset_leaves_out(tmp_path):
+    """A preset names only what it changes: config.yaml (and the schema's defaults) fill the rest,
+    key by key inside a section too (here mnist.batches from the preset, mnist's other keys and
+    measurement.repeats from config.yaml)."""
+    fresh = copy_workflow(tmp_path / "fresh")  # nothing done yet: every run is planned
+    preset = tmp_path / "preset.yaml"
+    preset.write_text(yaml.safe_dump({"workloads": ["mnist"], "frameworks": ["pytorch", "tensorflow"],
+                                      "mnist": {"batches": [32]}}))
+    out = snakemake("-n", "--configfile", str(preset), cwd=fresh).stdout
+    runs = [dict(field.split("~") for field in match[2].split("_"))
+            | {"workload": match[0], "framework": match[1]}
+            for match in re.findall(r"output: results/runs/([^/\s]+)/([^/\s]+)/(\S+?)\.json", out)]
+    assert runs, out[-3000:]
+    default = load_config(REPO / "config.yaml")
+    # the preset's
+    assert {(run["workload"], run["framework"]) for run in runs} == {("mnist", "pytorch"), ("mnist", "tensorflow")}
+    assert {run["batch"] for run in runs} == {"32"}
+    # config.yaml's, which the preset leaves out
+    assert {run["model"] for run in runs} == set(default["mnist"]["models"])
+    assert {int(run["repeat"]) for run in runs} == set(range(1, default["measurement"]["repeats"] + 1))
+    for framework in ("pytorch", "tensorflow"):
+        mine = [run for run in runs if run["framework"] == framework]
+        assert {run["mode"] for run in mine} == set(default["mnist"]["modes"][framework]), framework
+        assert {run["strategy"] for run in mine} - {"single"} == set(default["mnist"]["strategies"][framework]), framework
+    # tensorflow's strategy spans config.yaml's device counts; pytorch, given none, runs on one device
+    assert {int(run["devices"]) for run in runs if run["framework"] == "tensorflow"} == set(default["mnist"]["devices"])
+    assert {int(run["devices"]) for run in runs if run["framework"] == "pytorch"} == {1}
 
 
 def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):

@@ -2,8 +2,10 @@
 import importlib
 import subprocess
 import sys
+import time
 import types
 
+import psutil
 import pytest
 
 from dlbench import monitor
@@ -19,18 +21,36 @@ def test_a_run_shorter_than_one_interval_has_its_peak_sampled():
     sampler.start()
     proc.wait()
     samples = sampler.stop()
+    assert samples["t_s"], "no sample taken"
     assert max(samples["pss_bytes"]) > 250 * MIB
-    assert samples["t_s"] == sorted(samples["t_s"]) and len(samples["t_s"]) == len(samples["pss_bytes"])
+    assert samples["t_s"] == sorted(samples["t_s"]) and samples["t_s"][-1] < 5
+    assert len(samples["t_s"]) == len(samples["pss_bytes"]) == len(samples["cpu_percent"])
+    assert all(0 <= percent <= 100 for percent in samples["cpu_percent"])  # the machine's, all cores
+    assert samples["interval_s"] == 0.5 and samples["cpu_count"] == psutil.cpu_count()
+
+
+def zombie(proc, timeout_s=10):
+    """Wait until `proc` has ended but is not reaped (no wait() yet): a zombie, nothing readable."""
+    deadline = time.monotonic() + timeout_s
+    while psutil.Process(proc.pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the process did not end"
+        time.sleep(0.01)
 
 
 def test_an_ended_tree_adds_no_empty_sample():
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    sampler = UtilisationSampler(proc.pid, 0.5)
+    # alive for 0.5 s, then a zombie until reaped: sampled every 0.1 s at most (every 50 ms in the
+    # first second), so several times alive and several times as a zombie, however slow the start
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.5)"])
+    sampler = UtilisationSampler(proc.pid, 0.1)
     sampler.start()
+    zombie(proc)
+    time.sleep(0.5)  # nothing readable from a zombie (its PSS reads 0): no sample
     proc.wait()
-    sampler.join(timeout=2)  # a zombie until reaped: nothing readable, so no sample of 0
     samples = sampler.stop()
-    assert 0 not in samples["pss_bytes"]
+    assert samples["t_s"], "no sample taken while the process lived"
+    # every sample is the live process's memory, none the zombie's empty 0
+    assert min(samples["pss_bytes"]) > 0, samples["pss_bytes"]
+    assert len(samples["t_s"]) == len(samples["cpu_percent"]) and samples["t_s"] == sorted(samples["t_s"])
 
 
 # NVML, as on a machine with GPUs (none here): the real sampler on a stub of pynvml's calls
@@ -87,4 +107,12 @@ def test_nvml_sampling_fills_each_gpu_s_utilisation_and_memory_and_the_tree_s_gp
 
 def test_without_nvml_no_gpu_is_sampled(monitor_with):
     failing = types.SimpleNamespace(nvmlInit=lambda: (_ for _ in ()).throw(RuntimeError("NVML Shared Library Not Found")))
-    assert monitor_with(failing).GPUS == []
+    cpu_only = monitor_with(failing)
+    assert cpu_only.GPUS == []
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.3)"])
+    sampler = cpu_only.UtilisationSampler(proc.pid, 0.5)
+    sampler.start()
+    proc.wait()
+    samples = sampler.stop()
+    assert samples["t_s"], "no sample taken"
+    assert samples["gpu_percent"] == samples["gpu_memory_bytes"] == samples["gpu_process_bytes"] == []
