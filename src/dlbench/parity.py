@@ -1,23 +1,39 @@
 """The same model in every framework, shown by outputs: load one set of weights, predict; and
 the same training, shown by losses: from the shared start, the same first steps.
 
-    python -m dlbench.parity SPEC_FILE --inputs X.npy --out Y.npy (--weights W.npz | --dump-weights W.npz)
-    python -m dlbench.parity SPEC_FILE --train-steps K --losses-out L.npy
+    python -m dlbench.parity TASKS.json
 
-prints {"parameters": the model's trainable parameter count, ...} as its last line.
+TASKS.json is a list of tasks, each a run spec of one device ("spec", as dlbench.specs writes
+it) and what to do with it:
 
-Runs in one framework's environment. The weights are PyTorch's state dict as numpy arrays
-(PyTorch's names and layouts are the reference); each framework's workload module converts
-them in load_weights (NCHW to NHWC kernels, LSTM gate layouts, one bias or two). With
---dump-weights (PyTorch only) the model keeps its seeded initialisation and writes it.
+    {"do": "forward", "spec": {...}, "inputs": "X.npy", "weights": "W.npz", "out": "Y.npy"}
+    {"do": "dump-weights", "spec": {...}, "out": "W.npz"}
+    {"do": "train", "spec": {...}, "steps": K, "out": "L.npy"}
 
-With --train-steps the workload is built as a run builds it (its data, relative to the working
-directory, e.g. the smoke preset's; the shared initial weights, dlbench.weights), then trains K
-optimizer steps on the first K batches of epoch 1's shared order and writes the K losses
+They run in order in this one interpreter, of one framework's environment, so that the
+framework is imported once. What a framework fixes when its runtime starts must be the same
+in every task of a batch: the threads and the CPU device count (JAX's configure and
+TensorFlow's setup refuse a change); give tasks that differ there their own batch. After each
+task, one line on stdout: {"task": its index, "parameters": the model's trainable parameter
+count} ("initial_weights" too for train), or {"task": its index, "error": the traceback}; a
+failed task does not stop the others, and the exit status is 1 if any failed.
+
+forward: the weights are PyTorch's state dict as numpy arrays (PyTorch's names and layouts are
+the reference); each framework's workload module converts them in load_weights (NCHW to NHWC
+kernels, LSTM gate layouts, one bias or two); the outputs of the inputs (PyTorch's layout) are
+written to "out". dump-weights (PyTorch only): the model keeps its seeded initialisation and
+writes it (its state dict) to "out".
+
+train: the workload is built as a run builds it (its data, relative to the working directory,
+e.g. the smoke preset's; the shared initial weights, dlbench.weights), then trains K optimizer
+steps on the first K batches of epoch 1's shared order and writes the K losses to "out"
 (`train_losses`).
 """
 import argparse
+import gc
 import json
+import sys
+import traceback
 
 import numpy as np
 
@@ -61,40 +77,59 @@ def train_losses(workload, steps):
     return losses
 
 
+def forward(spec, inputs, weights, out):
+    workload = model_for(spec)
+    with np.load(weights) as arrays:
+        workload.load_weights({name: arrays[name] for name in arrays.files})
+    np.save(out, workload.predict(np.load(inputs)))
+    workload.backend.teardown(workload.placement)
+    return {"parameters": workload.parameter_count()}
+
+
+def dump_weights(spec, out):
+    if spec.framework != "pytorch":
+        raise ValueError("dump-weights: PyTorch's state dict is the reference layout")
+    workload = model_for(spec)
+    np.savez(out, **{k: v.detach().cpu().numpy() for k, v in workload.model.state_dict().items()})
+    workload.backend.teardown(workload.placement)
+    return {"parameters": workload.parameter_count()}
+
+
+def train(spec, steps, out):
+    workload = workload_for(spec)
+    workload.build()
+    np.save(out, np.asarray(train_losses(workload, steps), dtype=np.float64))
+    workload.backend.teardown(workload.placement)
+    return {"parameters": workload.parameter_count(), "initial_weights": workload.initial_weights}
+
+
+TASKS = {"forward": forward, "dump-weights": dump_weights, "train": train}
+
+
+def run(task):
+    """One task's result (its arguments are the task's keys but "do" and "spec")."""
+    arguments = {key: value for key, value in task.items() if key not in ("do", "spec")}
+    if task.get("do") not in TASKS:
+        raise ValueError(f"task: do must be one of {', '.join(TASKS)}, got {task.get('do')!r}")
+    return TASKS[task["do"]](spec_from_dict(task["spec"]), **arguments)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("spec", help="a run spec (JSON file) of one device")
-    parser.add_argument("--inputs", help="a batch of inputs in PyTorch's layout (.npy)")
-    parser.add_argument("--out", help="where to write the outputs (.npy)")
-    weights = parser.add_mutually_exclusive_group()
-    weights.add_argument("--weights", help="the weights to load (.npz of PyTorch's state dict)")
-    weights.add_argument("--dump-weights", help="write the model's own weights here (.npz; PyTorch only)")
-    parser.add_argument("--train-steps", type=int, help="train this many steps from the shared start")
-    parser.add_argument("--losses-out", help="where to write the losses of --train-steps (.npy)")
+    parser.add_argument("tasks", help="the tasks (a JSON file: a list)")
     args = parser.parse_args()
-    with open(args.spec) as f:
-        spec = spec_from_dict(json.load(f))
-    if args.train_steps:
-        if not args.losses_out:
-            parser.error("--train-steps needs --losses-out")
-        workload = workload_for(spec)
-        workload.build()
-        np.save(args.losses_out, np.asarray(train_losses(workload, args.train_steps), dtype=np.float64))
-        workload.backend.teardown(workload.placement)
-        print(json.dumps({"parameters": workload.parameter_count(), "initial_weights": workload.initial_weights}))
-        return
-    if not (args.inputs and args.out and (args.weights or args.dump_weights)):
-        parser.error("give --inputs, --out and --weights or --dump-weights (or --train-steps)")
-    workload = model_for(spec)
-    if args.dump_weights:
-        if spec.framework != "pytorch":
-            parser.error("--dump-weights: PyTorch's state dict is the reference layout")
-        np.savez(args.dump_weights, **{k: v.detach().cpu().numpy() for k, v in workload.model.state_dict().items()})
-    else:
-        with np.load(args.weights) as arrays:
-            workload.load_weights({name: arrays[name] for name in arrays.files})
-    np.save(args.out, workload.predict(np.load(args.inputs)))
-    print(json.dumps({"parameters": workload.parameter_count()}))
+    with open(args.tasks) as f:
+        tasks = json.load(f)
+    failed = False
+    for index, task in enumerate(tasks):
+        try:
+            result = run(task)
+        except Exception:  # the other tasks still run; the caller reads which failed
+            traceback.print_exc()
+            result, failed = {"error": traceback.format_exc()}, True
+        print(json.dumps({"task": index, **result}), flush=True)
+        gc.collect()  # the task's model and data, before the next task builds its own
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
