@@ -4,7 +4,6 @@ run of it writes valid records, tables and figures."""
 import importlib.util
 import json
 import re
-import shutil
 import subprocess
 
 import pandas as pd
@@ -19,7 +18,7 @@ from dlbench.specs import spec_to_json
 from dlbench.tables import load_records
 from dlbench.weights import initial_weights, weights_sha256
 from dlbench.workloads import run_set
-from conftest import REPO, snakemake, venv_python
+from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_spec
 
 SEARCH = REPO / "src/dlbench/workloads/memory/scripts/largest_batch.py"
@@ -126,11 +125,11 @@ PASS_CONFIG = {
 
 
 @pytest.fixture(scope="module")
-def memory_pass(smoke_run, tmp_path_factory):
-    """The pass in a copy of the session's finished smoke run: the timed runs it shares with the
-    smoke run (the same specs, code and envs) are not trained again."""
-    workflow = tmp_path_factory.mktemp("memory") / "workflow"
-    shutil.copytree(smoke_run, workflow, symlinks=True)
+def memory_pass(tmp_path_factory):
+    # A fresh copy. In a copy of the session's smoke run every job ran again all the same (tried):
+    # the jobs' code inputs are absolute paths, another folder's are "a changed set of input files"
+    # for the first jobs (fetch_wheel), and every job downstream follows.
+    workflow = copy_workflow(tmp_path_factory.mktemp("memory"))
     (workflow / "pass.yaml").write_text(yaml.safe_dump(PASS_CONFIG))
     # the targets before --configfile, which takes every word after it
     snakemake("results/tables/memory-peaks.csv", "results/tables/findings-replication.csv", "--cores", "2",
