@@ -120,7 +120,10 @@ PASS_CONFIG = {
     "chestxray": {"blocks": [2, 2, 2, 2], "inputs": ["synthetic"],
                   "modes": {"pytorch": ["eager", "checkpoint"], "tensorflow": ["graph", "recompute"]}},
     "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
-               "largest_batch": {"frameworks": None, "blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24, "max_trials": 10}},
+               # PyTorch's two modes searched (as the default's): 31 trials of 5 searches took 7.5 of the pass's
+               # 15 min in CI; every framework's search is the same script
+               "largest_batch": {"frameworks": ["pytorch"], "blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24,
+                                 "max_trials": 10}},
 }
 
 
@@ -155,7 +158,7 @@ def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
 def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory_pass):
     limit = PASS_CONFIG["memory"]["largest_batch"]["limit_mb"] * MIB
     table = pd.read_csv(memory_pass / "results/tables/memory-largest-batch.csv")
-    assert len(table) == 5 and set(table["model"]) == {"DenseNet-21"}
+    assert len(table) == 2 and set(table["model"]) == {"DenseNet-21"}  # PyTorch eager and checkpoint
     for path in (memory_pass / "results/memory/largest-batch").glob("*/*.json"):
         summary = json.loads(path.read_text())
         trials = {t["batch"]: t for t in summary["trials"]}
