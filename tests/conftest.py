@@ -9,6 +9,7 @@ import pytest
 from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.harness import NO_TRAINING
+from dlbench.tables import load_records
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = REPO / "scripts"
@@ -31,8 +32,9 @@ def venv_python(stack):
     return str(venv / "python")
 
 
-# What starts a training run or builds an environment: the slow tests'.
-TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass", "finished"}
+# What starts a training run or builds an environment: the slow tests'. (A fixture built on one of
+# these, such as test_workflow's `finished`, names it among a test's fixtures too.)
+TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass"}
 
 
 @pytest.fixture(autouse=True)
@@ -85,8 +87,6 @@ def smoke_run(workflow_copy):
 def smoke_records(root, workload, framework):
     """The records of a workload's runs of one framework in a workflow folder, each validated
     against schemas/run.schema.json."""
-    from dlbench.tables import load_records
-
     return load_records(sorted((root / "results" / "runs" / workload / framework).glob("*.json")))
 
 
