@@ -24,7 +24,7 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
-from dlbench.stats import comparisons, point_key, interval, repeats_of
+from dlbench.stats import comparisons, point_key, interval, repeats_of, variance_priors
 from dlbench.tables import units_table
 
 STOPS = ("resolved", "max_repeats", "budget")
@@ -49,10 +49,11 @@ def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=N
     """({point: how many of its ratios are open}, {point: its steady units}) of one run set's
     units table; a point is its group key (workload, framework, *point keys)."""
     _, groups, found = comparisons(units, frameworks)
+    priors = variance_priors(groups.items())
     counts = Counter()
     for c in found:
         sides = [repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])]
-        _, low, high = interval(sides, confidence, resamples, seed)
+        _, low, high = interval(sides, confidence, resamples, seed, priors[c["num"][0]])
         if not resolved(low, high, same_threshold):
             counts.update([c["num"], c["den"]])
     return counts, groups

@@ -8,7 +8,9 @@ each repeat's mean steady throughput, and the spread of its interval comes from 
 (hierarchical) bootstrap: resample the repeats, then the units within each resampled repeat
 (Kalibera and Jones, "Rigorous benchmarking in reasonable time", 2013, who use this
 estimator), with Student's t at the repeats' degrees of freedom (`interval`). One repeat
-says nothing of the spread between processes: it has no interval.
+says nothing of the spread between processes: it has no interval. The points of one run set
+lend each other their spread between processes (`variance_prior`, Smyth's empirical Bayes), so
+that 3 repeats decide more than each point's own 2 degrees of freedom would.
 
 All functions take a units table (results/tables/{workload}-units.csv, or several of them
 concatenated with the same columns). Only steady units count: status "ok", not the warm-up
@@ -19,6 +21,7 @@ import re
 
 import numpy as np
 import pandas as pd
+from scipy.special import digamma, polygamma
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
@@ -95,7 +98,63 @@ def hierarchical_resamples(repeats, resamples, rng):
     return (values.sum(axis=2) / count[..., 0]).mean(axis=1)
 
 
-def interval(sides, confidence, resamples, seed):
+def _trigamma_inverse(x):
+    """y with trigamma(y) = x: Newton's iteration from 0.5 + 1 / x (Smyth 2004; limma's trigammaInverse)."""
+    if x > 1e7:
+        return 1 / np.sqrt(x)
+    if x < 1e-6:
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(polygamma(1, y))
+        step = tri * (1 - tri / x) / float(polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+NO_PRIOR = (0.0, 0.0)  # (prior degrees of freedom, prior variance): each point's variance alone
+
+
+def variance_prior(points):
+    """(d0, s0^2): what the points of one run set say together of the variance between processes
+    (of the log of a process's mean). With 3 repeats a point's own variance has 2 degrees of freedom
+    and is itself noisy: a point whose 3 processes happened to agree gets an interval too narrow to
+    trust, one whose processes happened to differ one too wide to decide. Smyth's empirical Bayes
+    (2004; limma's squeezeVar, fitted by moments): the points' variances are taken as drawn from a
+    scaled inverse chi-square of d0 degrees of freedom around s0^2, fitted to them; each point's
+    variance is then moderated towards s0^2 as if it had d0 more degrees of freedom (`interval`).
+    d0 is large where the points' variances agree (noise the run set shares), near 0 where they
+    differ (each point keeps its own). points: each point's repeats (arrays of unit throughputs);
+    those with fewer than 2 repeats or no spread say nothing. NO_PRIOR below 3 such points."""
+    variances, freedoms = [], []
+    for repeats in points:
+        means = np.log([r.mean() for r in repeats])
+        if len(means) >= 2 and np.var(means, ddof=1) > 0:
+            variances.append(np.var(means, ddof=1))
+            freedoms.append(len(means) - 1)
+    if len(variances) < 3:
+        return NO_PRIOR
+    half = np.array(freedoms) / 2
+    e = np.log(variances) - digamma(half) + np.log(half)
+    excess = np.var(e, ddof=1) - float(np.mean(polygamma(1, half)))
+    if excess <= 0:  # no more spread than sampling alone makes: one variance for all
+        return np.inf, float(np.exp(e.mean()))
+    d0 = 2 * _trigamma_inverse(excess)
+    return float(d0), float(np.exp(e.mean() + digamma(d0 / 2) - np.log(d0 / 2)))
+
+
+def variance_priors(groups):
+    """{workload: variance_prior of its points}: one prior per run set (the noise of a run set's
+    processes is alike; IMDB's is not MNIST's). groups: (group key, workload first; steady units) pairs."""
+    by_workload = {}
+    for name, group in groups:
+        by_workload.setdefault(name[0], []).append(repeats_of(group))
+    return {workload: variance_prior(points) for workload, points in by_workload.items()}
+
+
+def interval(sides, confidence, resamples, seed, prior=NO_PRIOR):
     """(value, low, high): the estimate of sides[0], or of sides[0] / sides[1], with its interval.
 
     The spread comes from the hierarchical bootstrap of each side (independently): the variance
@@ -106,7 +165,9 @@ def interval(sides, confidence, resamples, seed):
     by n / (n - 1), the sides' variances add on the log scale, and the interval is
     exp(log value +- t * sd), t with Welch-Satterthwaite's degrees of freedom (a simulated "95%"
     interval holds the truth in at least 93% of points from 3 repeats on: tests/test_stats.py).
-    A side with one repeat has no interval (NaN)."""
+    A side with one repeat has no interval (NaN). With a `prior` of the run set's variance between
+    processes (`variance_prior`: d0, s0^2), each side's variance is moderated towards s0^2 / n as if
+    its n - 1 degrees of freedom were n - 1 + d0, and so are Student's degrees of freedom."""
     rng = np.random.default_rng(seed)
     estimates = [estimate(r) for r in sides]
     value = estimates[0] / estimates[1] if len(sides) == 2 else estimates[0]
@@ -114,10 +175,14 @@ def interval(sides, confidence, resamples, seed):
         return value, np.nan, np.nan
     variances = [np.var(np.log(hierarchical_resamples(r, resamples, rng)), ddof=1) * len(r) / (len(r) - 1)
                  for r in sides]
+    d0, s0 = prior
+    if d0 > 0:
+        variances = [s0 / len(r) if np.isinf(d0) else ((len(r) - 1) * v + d0 * s0 / len(r)) / (len(r) - 1 + d0)
+                     for v, r in zip(variances, sides)]
     total = sum(variances)
     if total < 1e-20:  # units without spread: replicates that differ only by rounding
         return value, value, value
-    freedom = total ** 2 / sum(v ** 2 / (len(r) - 1) for v, r in zip(variances, sides))
+    freedom = np.inf if np.isinf(d0) else total ** 2 / sum(v ** 2 / (len(r) - 1 + d0) for v, r in zip(variances, sides))
     half = float(student_t.ppf((1 + confidence) / 2, freedom) * np.sqrt(total))
     return value, value * float(np.exp(-half)), value * float(np.exp(half))
 
@@ -156,10 +221,11 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
     quartiles of all its units, the CV within a run and between runs, and the unstable /
     below-minimum flags."""
     keys, groups = _groups(units)
+    priors = variance_priors(groups.items())
     rows = []
     for name, group in groups.items():
         repeats = repeats_of(group)
-        mean, low, high = interval([repeats], confidence, resamples, seed)
+        mean, low, high = interval([repeats], confidence, resamples, seed, priors[name[0]])
         values = group["samples_per_s"].to_numpy(dtype=float)
         q25, median, q75 = np.percentile(values, [25, 50, 75])
         rows.append({
@@ -266,11 +332,13 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
     repeats' means) with a hierarchical bootstrap interval (each side resampled independently),
     a verdict and the flags of either side."""
     keys, groups, found = comparisons(units, frameworks)
+    priors = variance_priors(groups.items())
     point = keys[2:]
     rows = []
     for c in found:
         num, den = c["num"], c["den"]
-        ratio, low, high = interval([repeats_of(groups[num]), repeats_of(groups[den])], confidence, resamples, seed)
+        ratio, low, high = interval([repeats_of(groups[num]), repeats_of(groups[den])], confidence, resamples, seed,
+                                    priors[num[0]])
         sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
             "workload": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
@@ -344,6 +412,7 @@ def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=200
     keys = old_keys + [k for k in new_keys if k not in old_keys]
     old_names = {point_key(name): name for name in old}
     new_names = {point_key(name): name for name in new}
+    priors = variance_priors([*old.items(), *new.items()])  # a run set's points, before and after
     empty = {"old_mean": np.nan, "new_mean": np.nan, "ratio": np.nan, "ci_low": np.nan, "ci_high": np.nan,
              "repeats_needed": None}
     rows, only = [], []
@@ -353,7 +422,7 @@ def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=200
             only.append({**where, **empty, "verdict": "only in old"})
             continue
         before, after = repeats_of(old[name]), repeats_of(new[new_names[key]])
-        ratio, low, high = interval([after, before], confidence, resamples, seed)
+        ratio, low, high = interval([after, before], confidence, resamples, seed, priors[name[0]])
         if pd.isna(low):
             call = ONE_SAMPLE
         elif low > 1 + threshold:

@@ -1,0 +1,127 @@
+"""What makes two processes of one point differ: the between-process CV of one point under each
+candidate setting, side by side.
+
+    python benchmarks/noise_sources.py --workload mnist --framework pytorch [--rounds 8]
+        [--conditions base passive bound hugepages quiet-sampler] [--out noise.csv]
+
+Each round runs the point once under every condition, in an order rotated from round to round, so
+that the machine's drift falls on every condition alike. A run is the harness as the workflow runs
+it (python -m dlbench.harness, no convergence segments); its value is the mean samples/s of its steady
+units. Prints, per condition, the CV between its processes with a 95% bootstrap interval
+(scipy.stats.bootstrap), and the mean CV of the units within a process. The conditions:
+
+  base           as the workflow runs today
+  passive        OMP_WAIT_POLICY=PASSIVE: OpenMP threads sleep at a barrier instead of spinning
+  active         OMP_WAIT_POLICY=ACTIVE
+  bound          OMP_PROC_BIND=close, OMP_PLACES=cores: each OpenMP thread pinned to its core
+  hugepages      GLIBC_TUNABLES=glibc.malloc.hugetlb=1: malloc asks for transparent huge pages
+  malloc-keeps   glibc's malloc keeps what is freed (mmap threshold at its 32 MiB maximum, no trim)
+  jemalloc       LD_PRELOAD of Debian's libjemalloc2
+  quiet-sampler  the harness samples memory and utilisation every 5 s instead of every 0.5 s
+  long           12 steady units instead of the config's (does a longer measurement average
+                 out what differs between processes, or is it the process's own?)
+  long-units     units of 2 s instead of the config's min_unit_seconds
+
+Run it after the workflow has prepared the data of the config (snakemake --cores all), with
+nothing else running.
+"""
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from dlbench.config import load_config
+from dlbench.envs import env_hash
+from dlbench.specs import Convergence, spec_to_json
+from dlbench.workloads import WORKLOADS, definition, run_set
+
+REPO = Path(__file__).resolve().parents[1]
+BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]
+CONDITIONS = {
+    "base": {},
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "active": {"OMP_WAIT_POLICY": "ACTIVE"},
+    "bound": {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
+    "hugepages": {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"},
+    "malloc-keeps": {"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"},
+    "jemalloc": {"LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+    "quiet-sampler": {},
+    "long": {},
+    "long-units": {},
+}
+# Conditions that measure differently: steady units of the same length, four times as many; or
+# units four times as long
+MEASURE = {"long": {"steady_units": 12}, "long-units": {"min_unit_seconds": 2.0}}
+HARNESS = "import sys, dlbench.harness as h; h.SAMPLE_INTERVAL_S = {interval}; sys.exit(h.main())"
+
+
+def run(python, spec, condition, workdir):
+    if condition in MEASURE:
+        spec = dataclasses.replace(spec, measure=dataclasses.replace(spec.measure, **MEASURE[condition]))
+    spec_json = spec_to_json(spec)
+    out = Path(workdir) / "record.json"
+    interval = 5.0 if condition == "quiet-sampler" else "h.SAMPLE_INTERVAL_S"
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src"), **CONDITIONS[condition]}
+    subprocess.run([python, "-c", HARNESS.format(interval=interval), "--spec", spec_json, "--out", str(out)],
+                   check=True, cwd=REPO, capture_output=True, env=env)
+    record = json.loads(out.read_text())
+    if record["status"] != "ok":
+        raise SystemExit(f"{condition}: the run failed: {record['error']}")
+    steady = [u["samples"] / u["wall_s"] for u in record["units"] if u["kind"] == "steady"]
+    return float(np.mean(steady)), float(np.std(steady, ddof=1) / np.mean(steady)), steady
+
+
+def cv(values):
+    return np.std(values, ddof=1) / np.mean(values)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--workload", required=True, choices=BARE)
+    parser.add_argument("--framework", required=True)
+    parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--conditions", nargs="+", default=list(CONDITIONS), choices=list(CONDITIONS))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--configfile", nargs="+", default=[REPO / "config.yaml"])
+    parser.add_argument("--out", type=Path, help="append a CSV row per run here")
+    args = parser.parse_args()
+    config = load_config(*args.configfile)
+    row = {**definition(args.workload).overhead_row(config), "framework": args.framework, "repeat": 1}
+    spec = run_set(args.workload).build(config, row, args.threads)
+    spec = dataclasses.replace(spec, convergence=Convergence(0, 1))
+    venvs = Path(config["venv_prefix"] or "~/.cache/dlbench/venvs").expanduser()
+    python = str(venvs / f"{args.framework}-{env_hash(REPO / 'envs' / f'{args.framework}.yaml')}" / "python")
+    means = {c: [] for c in args.conditions}
+    within = {c: [] for c in args.conditions}
+    with tempfile.TemporaryDirectory() as workdir:
+        for round_ in range(args.rounds):
+            k = round_ % len(args.conditions)
+            for condition in args.conditions[k:] + args.conditions[:k]:
+                mean, unit_cv, units = run(python, spec, condition, workdir)
+                means[condition].append(mean)
+                within[condition].append(unit_cv)
+                print(f"round {round_ + 1} {condition}: {mean:.1f}/s (units' CV {100 * unit_cv:.1f}%)", flush=True)
+                if args.out:
+                    new = not args.out.exists()
+                    with open(args.out, "a") as f:
+                        if new:
+                            f.write("workload,framework,round,condition,samples_per_s,units_cv,units\n")
+                        f.write(f"{args.workload},{args.framework},{round_ + 1},{condition},{mean:.3f},{unit_cv:.5f},"
+                                f"{' '.join(f'{u:.2f}' for u in units)}\n")
+    for condition in args.conditions:
+        values = np.array(means[condition])
+        interval = stats.bootstrap((values,), cv, n_resamples=2000, random_state=0).confidence_interval
+        print(f"{args.workload} {args.framework} {condition}: mean {values.mean():.1f}/s, between-process CV "
+              f"{100 * cv(values):.1f}% [{100 * interval.low:.1f}, {100 * interval.high:.1f}] of {len(values)} "
+              f"processes; units within a process {100 * np.mean(within[condition]):.1f}%")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
