@@ -87,10 +87,14 @@ def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
         load_config(REPO / "config.yaml", extra)
 
 
-def test_the_default_searches_pytorch_s_modes_the_paper_preset_every_framework_s(tmp_path):
+def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_s(tmp_path):
     from dlbench.workloads.memory.definition import searches
 
     config = load_config(REPO / "config.yaml")
+    assert searches(config, config["frameworks"]) == []
+    pytorch = tmp_path / "pytorch.yaml"
+    pytorch.write_text("memory: {largest_batch: {frameworks: [pytorch]}}\n")
+    config = load_config(REPO / "config.yaml", pytorch)
     assert searches(config, config["frameworks"]) == [("pytorch", "eager"), ("pytorch", "checkpoint")]
     paper = load_config(REPO / "config.yaml", REPO / "presets/paper.yaml")
     assert {f for f, _ in searches(paper, paper["frameworks"])} == set(paper["frameworks"])
