@@ -234,3 +234,16 @@ def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_
     assert env["cpu"] == (f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "
                           f"{cpu['model_name']}")
     assert env["cpu_flags"] == " ".join(cpu["flags"])
+    assert env["huge_pages"] == records[0]["environment"]["huge_pages"]
+
+
+def test_the_environment_says_the_kernel_s_huge_page_mode(tmp_path, monkeypatch):
+    from dlbench import record as record_module
+
+    enabled = tmp_path / "enabled"
+    monkeypatch.setattr(record_module, "TRANSPARENT_HUGE_PAGES", enabled)
+    assert record_module.huge_pages() is None  # a kernel that does not say
+    enabled.write_text("always [madvise] never\n")
+    assert record_module.huge_pages() == "madvise"
+    enabled.write_text("[always] madvise never\n")
+    assert record_module.environment()["huge_pages"] == "always"

@@ -89,6 +89,22 @@ def packages():
     return dict(sorted(found.items()))
 
 
+TRANSPARENT_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def huge_pages():
+    """The kernel's transparent huge page mode (always, madvise or never; None where it does not say).
+    It decides what a page fault costs a framework whose allocator gives memory back every step
+    (README, "What makes two processes differ"): under `always` such a framework faults 2 MiB at a
+    time, under `madvise` 4 KiB unless it asks."""
+    try:
+        text = TRANSPARENT_HUGE_PAGES.read_text()
+    except OSError:
+        return None
+    chosen = [word[1:-1] for word in text.split() if word.startswith("[")]
+    return chosen[0] if chosen else None
+
+
 def environment():
     """The machine and software a run ran on (framework versions are added by the framework)."""
     commit = _command("git", "rev-parse", "HEAD")
@@ -100,6 +116,7 @@ def environment():
         "cpu_model": cpu_model(),
         "cpu": cpu(),
         "cpu_count": os.cpu_count(),
+        "huge_pages": huge_pages(),
         "gpus": gpus(),
         "git_commit": commit,
         "git_dirty": bool(dirty) if commit else None,

@@ -244,6 +244,7 @@ def environment_rows(records):
             "cpu": cpu_line(env["cpu"]),
             "cpu_flags": " ".join(env["cpu"]["flags"]),
             "cpu_count": env["cpu_count"],
+            "huge_pages": env.get("huge_pages"),  # records before it say nothing
             "gpus": "; ".join(f"{g['name']} (driver {g['driver']})" for g in env["gpus"]) or "none",
             "os": env["os"],
             "hostname": env["hostname"],
@@ -251,7 +252,7 @@ def environment_rows(records):
             "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
         })
     columns = ["framework", "framework_version", "library", "library_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
-               "gpus", "os", "hostname", "git_commit", "packages"]
+               "huge_pages", "gpus", "os", "hostname", "git_commit", "packages"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "library", "hostname"])
 
 
