@@ -17,7 +17,8 @@ from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import backend_modules, workload_module
 from dlbench.provenance import code_files
-from dlbench.record import read_record, record_status
+from dlbench.record import read_record
+from dlbench.run_schema import record_error
 from dlbench.specs import spec_to_json
 from dlbench.sweep import run_id
 from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS, definition, run_sets
@@ -185,11 +186,20 @@ def run_inputs(wildcards):
     }
 
 
+NO_RECORDS = {}  # the files run_attempt found in place of a record this invocation: path -> why
+
+
 def run_attempt(wildcards):
-    """A plain params value that changes when the run's record says it failed, so that the next
-    invocation runs it again (the failed record stays until the new one replaces it); the
-    harness stores it in the record, so that a run that then succeeded is not run again."""
-    record = read_record(record_path(wildcards.workload, wildcards.subject, wildcards.run)) or {}
+    """A plain params value that changes when the run's record says it failed, or when the file is
+    no record (dlbench.run_schema: unreadable, cut short, of another schema), so that this
+    invocation runs it again (the old file stays until the new record replaces it); the harness
+    stores it in the record, so that a run that then succeeded is not run again."""
+    path = record_path(wildcards.workload, wildcards.subject, wildcards.run)
+    error = record_error(path)
+    if error:
+        NO_RECORDS[path] = error
+        return f"again: the file was no record ({Path(path).stat().st_mtime_ns})"
+    record = read_record(path) or {}
     if record.get("status") == "failed":
         return f"again after the failure at {record.get('started_at')}"
     return record.get("attempt", "first")
@@ -353,17 +363,25 @@ def report_runs(fail):
     """Say how the configured runs stand: N ok, N not applicable, N failed (with the logs of
     the failed ones); with fail (config fail_on_failed_runs), failed runs fail the invocation."""
     paths = [path for name in record_sets() for path in set_records(name, checked=False)]
-    statuses = {path: record_status(path) for path in paths}
+    errors = {path: record_error(path) for path in paths}
+    statuses = {path: "damaged" if errors[path] else (read_record(path) or {}).get("status") for path in paths}
     failed = [path for path, status in statuses.items() if status == "failed"]
+    damaged = [path for path, status in statuses.items() if status == "damaged"]
     counts = {label: sum(1 for s in statuses.values() if s == status)
               for label, status in (("ok", "ok"), ("not applicable", "not_applicable"), ("failed", "failed"),
-                                    ("not run", None))}
-    lines = ["dlbench runs: " + ", ".join(f"{n} {label}" for label, n in counts.items() if n or label != "not run")]
+                                    ("no record (damaged)", "damaged"), ("not run", None))}
+    lines = ["dlbench runs: " + ", ".join(f"{n} {label}" for label, n in counts.items()
+                                           if n or label not in ("not run", "no record (damaged)"))]
     for path in failed:
         log = path.replace("results/runs/", "results/logs/runs/", 1).removesuffix(".json") + ".log"
         lines.append(f"  failed: {path} (log: {log if Path(log).exists() else 'the record says why'})")
-    if failed:
-        lines.append("  the next invocation runs the failed runs again")
+    for path, error in NO_RECORDS.items():
+        if path not in damaged:
+            lines.append(f"  run again, its file was no record: {error}")
+    for path in damaged:
+        lines.append(f"  no record: {errors[path]}")
+    if failed or damaged:
+        lines.append("  the next invocation runs these runs again")
     print("\n".join(lines), file=sys.stderr)
     if fail and failed:
         raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")

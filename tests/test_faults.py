@@ -174,6 +174,25 @@ def test_a_failed_run_is_said_at_the_end_and_retried_once_fixed(mnist_workflow, 
 
 
 @pytest.mark.slow
+def test_a_file_that_is_no_record_is_run_again_and_named(mnist_workflow):
+    """Cut short (a full disk), JSON of another schema, an ok record without its units: each is no
+    record (schemas/run.schema.json), so the next invocation runs its run again and names it."""
+    snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)
+    record = mnist_workflow / SMALL
+    good = json.loads(record.read_text())
+    damages = {"cannot be read as JSON": record.read_text()[:200],
+               "invalid run record at (top level)": json.dumps({"cells": [], "nbformat": 4}),
+               "invalid run record at units": json.dumps({**good, "units": []})}
+    for message, text in damages.items():
+        record.write_text(text)
+        proc = snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)
+        assert f"run again, its file was no record: {SMALL}: {message}" in proc.stderr, proc.stderr[-2000:]
+        again = json.loads(record.read_text())
+        assert again["status"] == "ok" and again["units"] and again["attempt"].startswith("again: the file was no record")
+        assert "Nothing to be done" in snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow).stderr
+
+
+@pytest.mark.slow
 def test_a_bad_source_keeps_the_data_prepared_before(mnist_workflow, tmp_path):
     prepared = {p: p.read_bytes() for p in (mnist_workflow / "results" / "data" / "mnist").glob("*.npy")}
     broken = tmp_path / "idx"

@@ -248,6 +248,3 @@ def read_record(path):
     return record if isinstance(record, dict) else None
 
 
-def record_status(path):
-    """The status a record on disk says (ok, failed, not_applicable), None if there is none."""
-    return (read_record(path) or {}).get("status")

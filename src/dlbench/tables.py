@@ -2,15 +2,14 @@
 import json
 from pathlib import Path
 
-import jsonschema
 import pandas as pd
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.record import cpu_line
+from dlbench.run_schema import record_error
 from dlbench.specs import spec_from_dict
 from dlbench.workloads import run_set
 
-RUN_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "run.schema.json"
 ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
 
 
@@ -21,24 +20,15 @@ class RecordError(ValueError):
 def load_records(paths, invalid=None):
     """The records of `paths`, each validated. A bad one raises RecordError naming it, or,
     given a list `invalid`, is left out and listed there as (path, error)."""
-    validator = jsonschema.Draft202012Validator(json.loads(RUN_SCHEMA.read_text()))
     records = []
     for path in paths:
-        try:
-            try:
-                record = json.loads(Path(path).read_text())
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise RecordError(f"{path}: cannot be read as JSON ({err})") from err
-            error = jsonschema.exceptions.best_match(validator.iter_errors(record))
-            if error is not None:
-                where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-                raise RecordError(f"{path}: invalid run record at {where}: {error.message}")
-        except RecordError as err:
+        error = record_error(path) if Path(path).exists() else f"{path}: no such record"
+        if error is not None:
             if invalid is None:
-                raise
-            invalid.append((str(path), str(err)))
+                raise RecordError(error)
+            invalid.append((str(path), error))
             continue
-        records.append(record)
+        records.append(json.loads(Path(path).read_text()))
     return records
 
 
