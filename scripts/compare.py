@@ -43,9 +43,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dlbench.flags import NAMES, NOTES, marker, named, not_resolved, point_flags, withdrawing
-from dlbench.stats import FLAGS, compare, plain, point_key
+from dlbench.stats import FLAGS, ONE_SAMPLE, compare, plain, point_key
 
-COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange"}
+COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange",
+           ONE_SAMPLE: "tab:purple"}  # a side of one repeat (the memory pass's points): a ratio, no interval
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
 RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict", "old_flags", "new_flags"]
 CALLS = ("faster", "slower", "same")   # the verdicts a contended or short-unit side withdraws
@@ -223,7 +224,7 @@ def main():
     verdicts = table["verdict"].str.replace(r"^not resolved .*$", "not resolved", regex=True)
     counts = verdicts.value_counts()
     summary = f"{sum(counts.get(v, 0) for v in COLOURS)} points: " + ", ".join(
-        f"{counts.get(v, 0)} {v}" for v in COLOURS)
+        f"{counts.get(v, 0)} {v}" for v in COLOURS if v != ONE_SAMPLE or counts.get(v, 0))
     extra = [f"{counts[v]} {v}" for v in ("only in old", "only in new") if counts.get(v, 0)]
     print(summary + (f"; {', '.join(extra)}" if extra else ""))
     withdrawn = table["verdict"].str.fullmatch(r"not resolved \(.*\)")

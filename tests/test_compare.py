@@ -95,6 +95,20 @@ def test_the_command_writes_the_table_and_the_figure(tmp_path):
     assert (tmp_path / "out" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_points_of_one_repeat_get_a_ratio_without_an_interval_in_the_table_and_the_figure(tmp_path):
+    """The memory pass runs each point once (memory.repeats: 1): compare shows its ratio, says it has
+    no interval, and still draws the figure (a default run and its baseline crashed it once)."""
+    write_results(tmp_path / "old", table(point_rows("pytorch", [[100.0, 101.0]], model="small")))
+    write_results(tmp_path / "new", table(point_rows("pytorch", [[120.0, 121.0]], model="small")))
+    out = tmp_path / "out"
+    proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
+                       out / "compare.png", "--resamples", RESAMPLES)
+    assert proc.returncode == 0, proc.stderr
+    found = pd.read_csv(out / "compare.csv")
+    assert found["verdict"].tolist() == ["one repeat: no interval"] and found["ratio"].iloc[0] == pytest.approx(1.2, rel=0.01)
+    assert (out / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_results_from_two_cpus_are_compared_with_a_warning(tmp_path):
     proc, found = compare_folders_with(tmp_path, [EPYC], [XEON])
     assert "different CPUs" in proc.stderr and "Intel Xeon" in proc.stderr and "AMD EPYC" in proc.stderr
