@@ -92,6 +92,10 @@ def main():
     parser.add_argument("--configfile", nargs="+", default=[REPO / "config.yaml"])
     parser.add_argument("--out", type=Path, help="append a CSV row per run here")
     args = parser.parse_args()
+    for condition in args.conditions:
+        preload = CONDITIONS[condition].get("LD_PRELOAD")
+        if preload and not Path(preload).exists():  # the loader would warn and run without it
+            raise SystemExit(f"condition {condition}: {preload} is not installed (apt-get install libjemalloc2)")
     config = load_config(*args.configfile)
     row = {**definition(args.workload).overhead_row(config), "framework": args.framework, "repeat": 1}
     spec = run_set(args.workload).build(config, row, args.threads)
