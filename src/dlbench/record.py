@@ -246,5 +246,3 @@ def read_record(path):
     except (OSError, ValueError):
         return None
     return record if isinstance(record, dict) else None
-
-
