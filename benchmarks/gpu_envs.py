@@ -3,25 +3,28 @@
     python benchmarks/gpu_envs.py [envs/gpu/pytorch.yaml ...]
         per env file (default: every one in envs/gpu/): the resolved versions of its framework
         packages and of its CUDA packages, the CUDA major versions they are built for, and the
-        download size (the chosen wheels and sdists, from PyPI's JSON index).
+        download size (the chosen wheels, or sdists where a package has no wheel).
 
-pip resolves the env file's pip list as a machine without this one's pip configuration would
-(`pip install --dry-run --report`): PyPI only, no local wheels, no constraints. tests/test_gpu_envs.py
-resolves with the same functions.
+uv, the installer that builds the venvs (scripts/build_venv.py), resolves the env file's pip list
+as a GPU machine without this one's configuration would (`uv pip compile --format pylock.toml`):
+PyPI only, Linux x86_64 (manylinux_2_28), the file's Python. pip's `install --dry-run` took 5 to
+80 s a file here, uv about 2. tests/test_gpu_envs.py resolves with the same functions.
 """
-import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-import urllib.request
+import tomllib
 from pathlib import Path
+
+from uv import find_uv_bin
 
 from dlbench.envs import read_env_file
 
 REPO = Path(__file__).resolve().parents[1]
 PYPI_SIMPLE = "https://pypi.org/simple"
+GPU_PLATFORM = "x86_64-manylinux_2_28"  # the NVIDIA machines' (glibc 2.28 or later)
 # The distributions that are a framework or its CUDA plugin, as the report names them.
 FRAMEWORK_PACKAGES = {"torch", "tensorflow", "keras", "jax", "jaxlib", "jax-cuda12-plugin", "jax-cuda12-pjrt",
                       "jax-cuda13-plugin", "jax-cuda13-pjrt", "mxnet-cu112", "mxnet-cu117", "chainer",
@@ -33,21 +36,23 @@ def canonical(name):
 
 
 def resolve(env_file):
-    """[(name, version, url)] that pip would install for the env file's pip list, on PyPI alone."""
+    """[(name, version, url, size in bytes)] that uv installs for the env file's pip list on a GPU
+    machine: PyPI alone, each package's wheel for that platform (its sdist where it has none)."""
     env = read_env_file(env_file)
-    # This machine's pip configuration (local wheels, a constraints file) is not a GPU machine's.
-    pip_env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
+    # This machine's configuration (a local index, a constraints file) is not a GPU machine's.
+    uv_env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
     with tempfile.TemporaryDirectory() as tmp:
-        requirements, report = Path(tmp) / "requirements.txt", Path(tmp) / "report.json"
+        requirements, lock = Path(tmp) / "requirements.txt", Path(tmp) / "pylock.toml"
         requirements.write_text("\n".join(env.pip) + "\n")
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                               "--disable-pip-version-check", "--index-url", f"{PYPI_SIMPLE}/",
-                               "--report", str(report), "-r", str(requirements)],
-                              env=pip_env, capture_output=True, text=True)
+        proc = subprocess.run([find_uv_bin(), "pip", "compile", "--no-config", "--quiet", "--index-url",
+                               f"{PYPI_SIMPLE}/", "--python-version", env.python, "--python-platform",
+                               GPU_PLATFORM, "--format", "pylock.toml", "--output-file", str(lock),
+                               str(requirements)], env=uv_env, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(f"{env_file}: pip does not resolve its pip list:\n{proc.stderr[-3000:]}")
-        items = json.loads(report.read_text())["install"]
-    return [(canonical(i["metadata"]["name"]), i["metadata"]["version"], i["download_info"]["url"]) for i in items]
+            raise RuntimeError(f"{env_file}: uv does not resolve its pip list:\n{proc.stderr[-3000:]}")
+        packages = tomllib.loads(lock.read_text())["packages"]
+    return [(canonical(p["name"]), p["version"], file["url"], file["size"])
+            for p in packages for file in [(p.get("wheels") or [p.get("sdist")])[0]]]
 
 
 def cuda_major(name, version):
@@ -72,29 +77,16 @@ def is_cuda_package(name):
     return cuda_major(name, "0") is not None or canonical(name).startswith(("nvidia-", "cuda-"))
 
 
-def download_sizes(resolved):
-    """{file name: bytes} of the resolved files, from PyPI's JSON simple index (PEP 691, 700)."""
-    sizes = {}
-    for name, _, url in resolved:
-        request = urllib.request.Request(f"{PYPI_SIMPLE}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-        with urllib.request.urlopen(request, timeout=60) as response:
-            files = {f["filename"]: f.get("size") for f in json.load(response)["files"]}
-        filename = url.rsplit("/", 1)[-1]
-        sizes[filename] = files[filename]
-    return sizes
-
-
 def table(env_file):
     """The report's lines for one env file."""
     resolved = resolve(env_file)
-    sizes = download_sizes(resolved)
-    total = sum(sizes.values())
-    majors = sorted({m for name, version, _ in resolved if (m := cuda_major(name, version)) is not None})
+    total = sum(size for *_, size in resolved)
+    majors = sorted({m for name, version, *_ in resolved if (m := cuda_major(name, version)) is not None})
     lines = [f"{Path(env_file).relative_to(REPO)}: {len(resolved)} distributions, {total / 1e9:.2f} GB to download, "
              f"CUDA {', '.join(map(str, majors)) or 'none'}"]
-    for name, version, url in sorted(resolved):
+    for name, version, _, size in sorted(resolved):
         if name in FRAMEWORK_PACKAGES or is_cuda_package(name):
-            lines.append(f"  {name}=={version}  {sizes[url.rsplit('/', 1)[-1]] / 1e6:8.1f} MB")
+            lines.append(f"  {name}=={version}  {size / 1e6:8.1f} MB")
     return lines
 
 

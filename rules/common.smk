@@ -124,10 +124,14 @@ def add_wheel(source):
 # the run as a plain params value (compared by Snakemake), and takes the files it reads and
 # the code it runs as inputs. A change to any of them reruns exactly the runs it touches.
 
-# Each training job takes every core (of its node): two never run side by side.
-THREADS = workflow.cores
-TRAINING_LOCK = "results/locks/training"  # the harness adds the host's name: one lock per machine
 MEASUREMENT = config["measurement"]
+# Each training job takes every core (of its node) and the `training` resource, and the harness a
+# lock per machine: two never run side by side. With measurement.runs_at_once above 1 (the smoke
+# preset's tests of code paths, which measure nothing) they share the cores, unlocked.
+RUNS_AT_ONCE = MEASUREMENT["runs_at_once"]
+THREADS = max(1, workflow.cores // RUNS_AT_ONCE)
+TRAINING = 1 if RUNS_AT_ONCE == 1 else 0  # the `training` resource a training job takes
+TRAINING_LOCK = "results/locks/training" if RUNS_AT_ONCE == 1 else ""  # the harness adds the host's name
 
 
 def record_path(workload, subject, point_id):

@@ -2,7 +2,8 @@
 # sweep point, each run by the harness (dlbench.harness) in its framework's environment (or
 # its library's, for a run of no framework). Training jobs take every
 # core and the `training` resource (capped at 1 in profiles/default): never two at once in
-# one invocation; the harness's lock (TRAINING_LOCK) keeps apart those of two invocations.
+# one invocation; the harness's lock (TRAINING_LOCK) keeps apart those of two invocations
+# (rules/common.smk: measurement.runs_at_once lifts both, for tests that measure nothing).
 
 
 rule train:
@@ -20,9 +21,9 @@ rule train:
     wildcard_constraints:
         workload="|".join(map(re.escape, RUN_SETS)) or "(?!)",
         subject="|".join(map(re.escape, {s for names in SUBJECTS.values() for s in names})) or "(?!)",
-    threads: workflow.cores
+    threads: THREADS
     resources:
-        training=1,
+        training=TRAINING,
         # where a scheduler places it (common.smk): ignored on one machine
         nodes=run_nodes,
         tasks=run_nodes,

@@ -2,6 +2,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -20,16 +22,45 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.ge
 VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs")).expanduser().resolve()
 
 
+VENV_BUILD = threading.Lock()
+
+
 def venv_python(stack):
     """The interpreter the workflow would use for envs/<stack>.yaml, built if missing; a quick test
     (not marked slow) starts no framework (the report's and the data's environments it may)."""
     if os.environ.get(NO_TRAINING) and stack in FRAMEWORKS:
         raise AssertionError(f"a test that starts the {stack} environment is slow: mark it so")
     venv = venv_interpreter(VENV_PREFIX, REPO / "envs", stack).parent
-    if not (venv / "python").exists():
-        subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env_file(REPO / "envs", stack)),
-                        str(venv)], check=True)
+    with VENV_BUILD:  # tests side by side (side_by_side) never build one venv twice at once
+        if not (venv / "python").exists():
+            subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env_file(REPO / "envs", stack)),
+                            str(venv)], check=True)
     return str(venv / "python")
+
+
+# Processes the slow tests start side by side (the smoke preset's runs_at_once too): they check
+# code paths, not speed, and on two cores two of them take about half the time of one after another.
+AT_ONCE = 2
+
+
+def side_by_side(calls):
+    """{key: what calls[key]() returned, or the exception it raised}, AT_ONCE calls at a time (each
+    starting a process and waiting for it)."""
+    def outcome(call):
+        try:
+            return call()
+        except Exception as err:  # noqa: BLE001 (handed to the test that reads this key)
+            return err
+
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        return dict(zip(calls, pool.map(outcome, calls.values())))
+
+
+def outcome_of(outcomes, key):
+    """What side_by_side's call for key returned; its exception raised here, in the test that reads it."""
+    if isinstance(outcomes[key], Exception):
+        raise outcomes[key]
+    return outcomes[key]
 
 
 # What starts a training run or builds an environment: the slow tests'. (A fixture built on one of

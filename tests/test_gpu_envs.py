@@ -106,13 +106,13 @@ def need_pypi(env_file):
                     f"on a machine without PyPI, set {NO_PYPI}=1 to skip these tests", pytrace=False)
 
 
-@pytest.mark.slow  # pip resolves each file on PyPI: 5 to 80 s each
+@pytest.mark.slow  # uv resolves each file on PyPI: about 2 s each
 @pytest.mark.parametrize("gpu_file", GPU_ENV_FILES, ids=lambda path: path.stem)
 def test_gpu_env_resolves_to_its_pins_on_one_cuda_major(gpu_file):
     need_pypi(gpu_file)
     pinned = pins(gpu_file)
     assert pinned, f"{gpu_file.name} pins nothing"
-    resolved = {name: version for name, version, _ in resolve(gpu_file)}
+    resolved = {name: version for name, version, *_ in resolve(gpu_file)}
     for package, version in pinned.items():
         assert resolved.get(package) == version, (package, version, resolved.get(package))
     majors = {name: major for name, version in resolved.items() if (major := cuda_major(name, version)) is not None}

@@ -10,7 +10,7 @@ import pytest
 from dlbench.frameworks import FRAMEWORKS, RECOMPUTING
 from dlbench.specs import spec_to_json
 from dlbench.tables import load_records
-from conftest import venv_python
+from conftest import outcome_of, side_by_side, venv_python
 from specs import smoke_spec
 
 OTHER_MODES = [(framework, mode) for framework, definition in FRAMEWORKS.items()
@@ -40,10 +40,18 @@ def train(workload, framework, mode, workdir, out):
     return record
 
 
+@pytest.fixture(scope="module")
+def mode_records(smoke_data, tmp_path_factory):
+    """Every case's record (or the error its run raised), the runs side by side."""
+    folder = tmp_path_factory.mktemp("modes")
+    return side_by_side({case: lambda case=case: train(*case, smoke_data, folder / f"{'-'.join(case)}.json")
+                         for case in CASES})
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workload, framework, mode", CASES)
-def test_every_mode_trains_the_smoke_config_with_falling_loss(framework, mode, workload, smoke_data, tmp_path):
-    record = train(workload, framework, mode, smoke_data, tmp_path / "record.json")
+def test_every_mode_trains_the_smoke_config_with_falling_loss(framework, mode, workload, mode_records):
+    record = outcome_of(mode_records, (workload, framework, mode))
     assert record["spec"]["mode"] == mode and f"_mode~{mode}_" in record["run_id"]
     if (framework, mode, workload) in NOT_APPLICABLE:
         assert record["status"] == "not_applicable" and mode in record["error"], record["error"]

@@ -24,7 +24,7 @@ from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import spec_to_dict
 from dlbench.weights import initial_weights
 from dlbench.workloads.chestxray.definition import densenet
-from conftest import REPO, venv_python
+from conftest import REPO, outcome_of, side_by_side, venv_python
 from specs import smoke_spec
 
 # (workload, grid row, inputs, tolerance, trainable parameters). Tolerances are absolute, on
@@ -63,13 +63,14 @@ LSTM_HIDDEN = 128
 def run_tasks(tasks, cwd, folder):
     """The result of each task (python -m dlbench.parity's, by the caller's key), with its "out".
     The tasks of one framework, thread count and device count run in one interpreter: what a
-    framework fixes when it starts. A task that failed, or never reported, has an "error"."""
+    framework fixes when it starts; interpreters side by side. A task that failed, or never
+    reported, has an "error"."""
     groups = {}
     for key, task in tasks.items():
         spec = task["spec"]
         groups.setdefault((spec["framework"], spec["threads"], spec["devices"]), []).append(key)
-    results = {}
-    for (framework, threads, devices), keys in groups.items():
+
+    def run_group(framework, threads, devices, keys):
         tasks_file = folder / f"{framework}-{threads}-threads-{devices}-devices.json"
         tasks_file.write_text(json.dumps([tasks[key] for key in keys]))
         start = time.perf_counter()
@@ -82,11 +83,13 @@ def run_tasks(tasks, cwd, folder):
             if line.startswith('{"task": '):
                 result = json.loads(line)
                 reported[result.pop("task")] = result
-        for index, key in enumerate(keys):
-            results[key] = {"out": tasks[key]["out"], **reported.get(index, {
-                "error": f"{framework}: no result, the interpreter exited with {proc.returncode}:\n"
-                         f"{proc.stderr[-3000:]}"})}
-    return results
+        return {key: {"out": tasks[key]["out"], **reported.get(index, {
+                    "error": f"{framework}: no result, the interpreter exited with {proc.returncode}:\n"
+                             f"{proc.stderr[-3000:]}"})}
+                for index, key in enumerate(keys)}
+
+    outcomes = side_by_side({group: lambda group=group: run_group(*group, groups[group]) for group in groups})
+    return {key: result for group in groups for key, result in outcome_of(outcomes, group).items()}
 
 
 def result_of(results, key):

@@ -40,8 +40,9 @@ def job_resources(dry_run_output):
 def test_a_cluster_profile_asks_for_what_each_point_needs(profile):
     """The executor's resources come from the point: nodes and one task per node, the node's
     cores, GPUs only with device: gpu, memory by workload, time from the workload's timeout."""
+    # one run at a time, as every measurement (the smoke preset shares the cores between two)
     dry = snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
-                    "presets/smoke.yaml")
+                    "presets/smoke.yaml", "--config", "measurement={runs_at_once: 1}")
     jobs = job_resources(dry.stdout)
     point = "results/runs/mnist/pytorch/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~eager_repeat~1.json"
     one = jobs[point.format(1, 1, "single")]

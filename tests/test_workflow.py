@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 from contextlib import contextmanager
+from datetime import datetime
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -159,6 +160,18 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         else:
             assert run["parameters"] == PARAMETERS["densenet21"]
             assert set(run["final"]["test_auc"]["per_finding"]) == set(FINDINGS)
+
+
+@pytest.mark.slow
+def test_the_smoke_preset_runs_two_at_once_each_on_half_the_cores(smoke_run):
+    """measurement.runs_at_once: 2 (its runs check code paths and measure nothing); every
+    measurement runs one at a time (tests/test_faults.py, the training lock)."""
+    made = load_records(sorted((smoke_run / "results/runs").glob("*/*/*.json")))
+    assert {record["spec"]["threads"] for record in made} == {1}  # --cores 2, two runs at once
+    spans = sorted((start := datetime.fromisoformat(record["started_at"]).timestamp(), start + record["wall_s"])
+                   for record in made)
+    overlaps = sum(later_start < end for (_, end), (later_start, _) in zip(spans, spans[1:]))
+    assert overlaps > len(spans) / 4, f"{overlaps} of {len(spans)} runs began before the one before had ended"
 
 
 @pytest.mark.slow
@@ -532,7 +545,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     """Every framework's repeat 1 runs before any repeat 2, and the frameworks' order turns."""
     extra = tmp_path / "repeats.yaml"
     frameworks = FRAMEWORKS[:3]  # three are enough to see the order turn
-    extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2}}\n"
+    extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2, runs_at_once: 1}}\n"
                      "mnist: {models: [small], batches: [32], devices: [1]}\n")
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~single_"
                f"mode~{KNOWN[framework].default_mode}_repeat~{r}.json"

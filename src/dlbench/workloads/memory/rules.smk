@@ -36,9 +36,9 @@ rule largest_batch:
     wildcard_constraints:
         framework="|".join(map(re.escape, FRAMEWORKS)),
         mode="[a-z-]+",
-    threads: workflow.cores
+    threads: THREADS
     resources:
-        training=1,  # its runs train: never beside a timed run
+        training=TRAINING,  # its runs train: never beside a timed run
         mem_mb=lambda wildcards: MEMORY["largest_batch"]["limit_mb"] * 2,
         runtime=MEMORY["timeout_minutes"] * MEMORY["largest_batch"]["max_trials"],
     log:

@@ -27,9 +27,9 @@ rule onnx_export:
         samples=ONNX["test_samples"],
     wildcard_constraints:
         model="|".join(map(re.escape, ONNX_MODELS)),
-    threads: workflow.cores
+    threads: THREADS
     resources:
-        training=1,  # it trains: never beside a timed run
+        training=TRAINING,  # it trains: never beside a timed run
     log:
         "results/logs/onnx/export-{model}.log",
     benchmark:
