@@ -131,7 +131,8 @@ MEASUREMENT = config["measurement"]
 RUNS_AT_ONCE = MEASUREMENT["runs_at_once"]
 THREADS = max(1, workflow.cores // RUNS_AT_ONCE)
 TRAINING = 1 if RUNS_AT_ONCE == 1 else 0  # the `training` resource a training job takes
-TRAINING_LOCK = "results/locks/training" if RUNS_AT_ONCE == 1 else ""  # the harness adds the host's name
+# the harness's lock (it adds the host's name), as arguments of the harness and the memory search
+LOCK = ["--lock", "results/locks/training"] if RUNS_AT_ONCE == 1 else []
 
 
 def record_path(workload, subject, point_id):

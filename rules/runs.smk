@@ -2,7 +2,7 @@
 # sweep point, each run by the harness (dlbench.harness) in its framework's environment (or
 # its library's, for a run of no framework). Training jobs take every
 # core and the `training` resource (capped at 1 in profiles/default): never two at once in
-# one invocation; the harness's lock (TRAINING_LOCK) keeps apart those of two invocations
+# one invocation; the harness's lock (LOCK) keeps apart those of two invocations
 # (rules/common.smk: measurement.runs_at_once lifts both, for tests that measure nothing).
 
 
@@ -14,7 +14,7 @@ rule train:
     params:
         python=run_python,
         spec=run_spec,
-        lock=TRAINING_LOCK,
+        lock=LOCK,
         attempt=run_attempt,
     log:
         "results/logs/runs/{workload}/{subject}/{run}.log",
@@ -39,7 +39,7 @@ rule train:
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
-        " --out {output:q} --lock {params.lock:q} --attempt {params.attempt:q} > {log:q} 2>&1"
+        " --out {output:q} {params.lock:q} --attempt {params.attempt:q} > {log:q} 2>&1"
 
 
 # After the first `repeats` of every timed point, one round at a time: the points whose

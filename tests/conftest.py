@@ -68,6 +68,19 @@ def outcome_of(outcomes, key):
 TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """pytest-xdist (pytest.ini: --dist loadgroup) sends each group to one worker: a module's slow
+    tests are a group, so that its module-scoped runs are made once, and the slow tests of the
+    modules that read the session's smoke run are one group, so that it runs once. Quick tests
+    share nothing costly: each goes to whichever worker is free."""
+    smoke_modules = {item.module.__name__ for item in items if "smoke_run" in item.fixturenames}
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            module = item.module.__name__
+            item.add_marker(pytest.mark.xdist_group("smoke-run" if module in smoke_modules else module))
+
+
 @pytest.fixture(autouse=True)
 def quick_tests_train_nothing(request, monkeypatch):
     """A test not marked slow runs with the harness refusing to start (and venv_python refusing a

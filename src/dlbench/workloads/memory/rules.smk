@@ -32,7 +32,7 @@ rule largest_batch:
         limit_mb=MEMORY["largest_batch"]["limit_mb"],
         max_batch=MEMORY["largest_batch"]["max_batch"],
         max_trials=MEMORY["largest_batch"]["max_trials"],
-        lock=TRAINING_LOCK,
+        lock=LOCK,
     wildcard_constraints:
         framework="|".join(map(re.escape, FRAMEWORKS)),
         mode="[a-z-]+",
@@ -48,7 +48,7 @@ rule largest_batch:
     shell:
         "{params.python:q} {input.script:q} --spec {params.spec:q} --limit-mb {params.limit_mb}"
         " --max-batch {params.max_batch} --max-trials {params.max_trials} --trials {output.trials:q}"
-        " --lock {params.lock:q} --out {output.summary:q} > {log:q} 2>&1"
+        " {params.lock:q} --out {output.summary:q} > {log:q} 2>&1"
 
 
 rule plot_memory:
