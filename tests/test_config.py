@@ -5,8 +5,9 @@ import sys
 
 import pytest
 import yaml
+from snakemake.exceptions import WorkflowError
 
-from dlbench.config import load_config
+from dlbench.config import ConfigError, load_config
 from dlbench.workloads import run_set
 from conftest import REPO, copy_workflow, snakemake
 
@@ -52,11 +53,28 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
-    proc = run_with(tmp_path, overrides, "-n")
-    assert proc.returncode != 0
-    output = proc.stdout + proc.stderr
+    """Through load_config: the Snakefile's checks in the Snakefile's order (renamed keys, the
+    schema through Snakemake's own validate, the workflow's checks); each kind's message reaches
+    a Snakemake invocation (the next test)."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(overrides))
+    with pytest.raises((ConfigError, WorkflowError)) as stopped:
+        load_config(REPO / "config.yaml", bad)
     for part in [named] if isinstance(named, str) else named:
-        assert part in output, (part, output[-3000:])
+        assert part in str(stopped.value), (part, str(stopped.value))
+
+
+@pytest.mark.parametrize("overrides, named", [
+    ({"device": "tpu"}, "ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']"),  # the schema
+    ({"imdb": {"batch_sizes": [64]}}, "config imdb.batch_sizes: renamed to imdb.batches"),  # a renamed key
+    ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),  # the workflow's own
+    ({"chestxray": {"blocks": [2, 4, 8, 6], "weights": {"mxnet": "densenet121.params"}}},  # a workload's own
+     "config chestxray.weights (mxnet): ImageNet weights are DenseNet-121's; chestxray.blocks is [2, 4, 8, 6]"),
+], ids=["schema", "renamed", "workflow", "workload"])
+def test_each_kind_of_bad_config_stops_snakemake_before_the_dag_naming_the_key(tmp_path, overrides, named):
+    proc = run_with(tmp_path, overrides, "-n")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and named in output, output[-3000:]
     assert "Building DAG of jobs" not in output  # stopped before planning a job
 
 

@@ -64,9 +64,9 @@ def test_every_mode_trains_the_smoke_config_with_falling_loss(framework, mode, w
 
 
 @pytest.mark.slow
-def test_keras_records_the_jit_compile_it_resolved_and_refuses_xla_under_mirrored(smoke_data, tmp_path):
+def test_keras_records_the_jit_compile_it_resolved_and_refuses_xla_under_mirrored(mode_records, smoke_data, tmp_path):
     for framework, mode in (("keras-jax", "no-jit"), ("keras-tensorflow", "jit")):
-        record = train("mnist", framework, mode, smoke_data, tmp_path / f"{framework}.json")
+        record = outcome_of(mode_records, ("mnist", framework, mode))
         assert record["status"] == "ok" and record["extra"]["jit_compile"] is (mode == "jit")
     spec = smoke_spec("mnist", "keras-tensorflow", mode="jit", devices=2, strategy="mirrored")
     out = tmp_path / "mirrored.json"
