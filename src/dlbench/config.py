@@ -67,6 +67,13 @@ def check_strategies(config, section):
     config[section]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
 
 
+def check_batch(key, batch, devices, samples, what):
+    """A batch (per device, on `devices` devices) that the data it divides can fill."""
+    if batch * devices > samples:
+        on = f" on {devices} devices" if devices > 1 else ""
+        raise ConfigError(f"config {key}: a batch of {batch}{on} is more than the {samples} {what}")
+
+
 def check_modes(config, section):
     """A section's execution modes: known frameworks and modes; a framework left out runs in its
     default mode only (the first of its modes in src/dlbench/frameworks/__init__.py)."""

@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from dlbench import flops
-from dlbench.config import ConfigError, check_modes, check_strategies
+from dlbench.config import ConfigError, check_batch, check_modes, check_strategies
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import Adam, Run
 from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
@@ -294,7 +294,8 @@ RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch",
 
 def check(config):
     """The strategies of each framework, the NIH label folder where the labels are NIH's, a
-    split that sums to 1, ImageNet weights per known framework (filled with None for the others)."""
+    split that sums to 1, a batch the training subset fills, ImageNet weights per known framework
+    (filled with None for the others)."""
     check_strategies(config, "chestxray")
     check_modes(config, "chestxray")
     chestxray = config["chestxray"]
@@ -303,6 +304,9 @@ def check(config):
     split = chestxray["split"]
     if abs(sum(split.values()) - 1) > 1e-9:
         raise ConfigError(f"config chestxray.split: the fractions {split} sum to {sum(split.values()):g}, not 1")
+    if chestxray["subset"]["train"]:
+        check_batch("chestxray.batch", chestxray["batch"], max(chestxray["devices"]), chestxray["subset"]["train"],
+                    "training images (chestxray.subset.train)")
     weights = chestxray["weights"]
     for framework in weights:
         if framework not in FRAMEWORKS:

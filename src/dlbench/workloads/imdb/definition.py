@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlbench import flops
-from dlbench.config import check_modes
+from dlbench.config import check_batch, check_modes
 from dlbench.specs import Adam, Run, StepSchedule
 from dlbench.sweep import RunSet, convergence_steps, run_fields
+
+TRAIN_REVIEWS = 12_500  # the real training split (imdb.train_reviews null: all of it)
 
 DATA = "results/data/imdb"
 ARRAYS = {f"{split}_{kind}": f"{DATA}/{split}-{kind}.npy" for split in ("train", "test") for kind in ("sequences", "labels")}
@@ -109,5 +111,9 @@ RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):
-    """What the schema cannot check: the modes of each framework."""
+    """What the schema cannot check: the modes of each framework, batches the training reviews fill."""
     check_modes(config, "imdb")
+    imdb = config["imdb"]
+    reviews = imdb["train_reviews"] or TRAIN_REVIEWS
+    for key, batch in [*(("imdb.batches", b) for b in imdb["batches"]), ("imdb.convergence_batch", imdb["convergence_batch"])]:
+        check_batch(key, batch, 1, reviews, "training reviews (imdb.train_reviews)")

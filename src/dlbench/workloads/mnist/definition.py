@@ -5,7 +5,7 @@ import itertools
 from dataclasses import dataclass
 
 from dlbench import flops
-from dlbench.config import check_modes, check_strategies
+from dlbench.config import check_batch, check_modes, check_strategies
 from dlbench.specs import Adam, Convergence, Run
 from dlbench.sweep import RunSet, device_strategies, run_fields
 
@@ -124,6 +124,13 @@ RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
 
 
 def check(config):
-    """What the schema cannot check: the strategies and modes of each framework."""
+    """What the schema cannot check: the strategies and modes of each framework, batches the
+    training images fill."""
     check_strategies(config, "mnist")
     check_modes(config, "mnist")
+    mnist = config["mnist"]
+    for model in mnist["models"]:
+        images = mnist["train_images"].get(model) or TRAIN_IMAGES * min(mnist["duplicates"])
+        for batch in mnist["batches"]:
+            check_batch("mnist.batches", batch, max(mnist["devices"]), images,
+                        f"training images of model {model} (mnist.train_images)")
