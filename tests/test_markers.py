@@ -19,3 +19,20 @@ def test_no_quick_test_asks_for_what_trains(request):
     quick = [item for item in request.session.items if item.get_closest_marker("slow") is None]
     assert request.node in quick
     assert not [item.nodeid for item in quick if TRAINING_FIXTURES & set(item.fixturenames)]
+
+
+def test_what_a_session_shares_runs_once_on_one_worker(request):
+    """pytest-xdist's groups (tests/conftest.py), over the tests collected with this one: every slow
+    test that reads the smoke run is in one group, every other slow test in its module's (unless its
+    module reads the smoke run); quick tests are in none."""
+    groups = {item.nodeid: {mark.args[0] for mark in item.iter_markers("xdist_group")} for item in request.session.items}
+    for item in request.session.items:
+        slow = item.get_closest_marker("slow") is not None
+        if not slow:
+            assert groups[item.nodeid] == set(), item.nodeid
+        elif "smoke_run" in item.fixturenames:
+            assert groups[item.nodeid] == {"smoke-run"}, item.nodeid
+    smoke_modules = {item.module.__name__ for item in request.session.items if "smoke_run" in item.fixturenames}
+    for item in request.session.items:
+        if item.get_closest_marker("slow") is not None and item.module.__name__ not in smoke_modules:
+            assert groups[item.nodeid] == {item.module.__name__}, item.nodeid
