@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+import yaml
 
 from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import FRAMEWORKS
@@ -38,9 +39,9 @@ def venv_python(stack):
     return str(venv / "python")
 
 
-# Processes the slow tests start side by side (the smoke preset's runs_at_once too): they check
-# code paths, not speed, and on two cores two of them take about half the time of one after another.
-AT_ONCE = 2
+# Processes the slow tests start side by side, as many as the smoke preset's runs: they check code
+# paths, not speed, and on two cores two of them take about half the time of one after another.
+AT_ONCE = yaml.safe_load((REPO / "presets" / "smoke.yaml").read_text())["measurement"]["runs_at_once"]
 
 
 def side_by_side(calls):
