@@ -48,6 +48,14 @@ include: "rules/compare.smk"
 report: "report/workflow.rst"
 
 
+workflow.create_report = report_when_no_run_holds_the_folder(workflow.create_report)
+
+
+onstart:
+    check_venvs()
+    stop_jobs_on_sigterm()
+
+
 onsuccess:
     report_runs(fail=config["fail_on_failed_runs"])
 

@@ -5,16 +5,26 @@ import json
 import math
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
+import psutil
 from snakemake.settings.types import DeploymentMethod
 
-SRC = Path(workflow.basedir) / "src"
-SCRIPTS = Path(workflow.basedir) / "scripts"
-ENVS = Path(workflow.basedir) / "envs"
+
+def workflow_path(folder):
+    """A folder of the workflow as jobs name it: relative to the working directory, so that the
+    jobs' inputs do not change when the clone moves (a moved clone, results and all, plans nothing)."""
+    return Path(os.path.relpath(folder))
+
+
+SRC = workflow_path(workflow.basedir) / "src"
+SCRIPTS = workflow_path(workflow.basedir) / "scripts"
+ENVS = workflow_path(workflow.basedir) / "envs"
+
 from dlbench.config import ConfigError, check_config
-from dlbench.envs import env_file, venv_interpreter
+from dlbench.envs import env_file, venv_damage, venv_interpreter
 from dlbench.frameworks import backend_modules, workload_module
 from dlbench.provenance import code_files
 from dlbench.record import read_record
@@ -37,7 +47,7 @@ VENV_PREFIX = Path(
 ENV_VARIANT = config["env_variant"]
 # The jobs import the package from here: they inherit this process's environment (and
 # envvars passes it on to remote jobs).
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC.resolve()), os.environ.get("PYTHONPATH")]))
 
 
 envvars:
@@ -77,7 +87,7 @@ def run_python(wildcards, input):
 def script_inputs(script, modules=()):
     """A script (a name under scripts/, or a path: a workload's scripts/) and the dlbench modules
     it imports (and `modules`, which it imports by name): inputs of the job that runs it."""
-    path = SCRIPTS / script
+    path = script if isinstance(script, Path) else SCRIPTS / script
     return {"script": local(str(path)), "code": [local(f) for f in code_files(SRC, scripts=[path], modules=modules)]}
 
 
@@ -402,3 +412,55 @@ def report_runs(fail):
     print("\n".join(lines), file=sys.stderr)
     if fail and failed:
         raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")
+
+
+# ---- the start and the stop of an invocation ----------------------------------------
+
+
+def check_venvs():
+    """Before the first job: every built venv that a job of this invocation runs in is whole
+    (dlbench.envs.venv_damage), or the invocation stops naming it and how to rebuild it."""
+    wrappers = {str(path) for job in workflow.dag.needrun_jobs() for path in job.input
+                if Path(path).name == "python" and Path(path).parent.parent == VENV_PREFIX}
+    damaged = {wrapper: why for wrapper in sorted(wrappers)
+               if Path(wrapper).exists() and (why := venv_damage(Path(wrapper).parent))}
+    if damaged:
+        lines = [f"  {Path(wrapper).parent}: {why}" for wrapper, why in damaged.items()]
+        rebuild = " ".join(f"{Path(wrapper).parent}" for wrapper in damaged)
+        raise WorkflowError("damaged venv(s), nothing was run:\n" + "\n".join(lines) +
+                            f"\nrebuild: rm -r {rebuild} and run the same command again (the workflow "
+                            "builds a missing venv; the jobs that ran in it then run again)")
+
+
+def stop_jobs_on_sigterm():
+    """SIGTERM ends the running jobs now and then the invocation, keeping every finished output:
+    Snakemake's own SIGTERM waits for the running jobs (minutes of training), where a container
+    or a service manager sends SIGKILL after about 10 s. The harness, stopped, writes no record;
+    Snakemake removes the outputs of the jobs it stopped."""
+    graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's: start nothing new
+
+    def stop(signum, frame):
+        print("SIGTERM: stopping the running jobs; finished records are kept", file=sys.stderr)
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.terminate()
+            except psutil.NoSuchProcess:
+                pass
+        if callable(graceful):
+            graceful(signum, frame)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def report_when_no_run_holds_the_folder(create_report):
+    """Snakemake's --report takes no lock: during a run it would gather tables the run has not
+    yet rewritten, and say nothing. Wraps the workflow's create_report to stop, naming the lock."""
+    def create(*args, **kwargs):
+        locks = sorted(Path(".snakemake", "locks").glob("*.lock"))
+        if locks:
+            raise WorkflowError(
+                f"a run holds this folder ({', '.join(map(str, locks))}): its tables are not final; "
+                "build the report once it ends. No run going on (one was killed)? snakemake --unlock")
+        return create_report(*args, **kwargs)
+
+    return create

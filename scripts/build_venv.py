@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlbench.envs import env_hash, read_env_file
+from dlbench.envs import env_hash, read_env_file, venv_damage
 
 # pip's options, as `pip config list` names them, and uv pip install's: the package sources, and
 # what changes which files or builds are taken. Each value may hold several, whitespace-separated.
@@ -111,6 +111,16 @@ def build(env_file, venv):
         if wrapper.exists():
             print(f"{venv} was built meanwhile by another process")
             return
+        # The variables as the venv sees them: ${CONDA_PREFIX} in a variable names its folder (the
+        # GPU MXNet env's LD_LIBRARY_PATH, to the CUDA libraries pip puts in it).
+        variables = {name: value.replace("${CONDA_PREFIX}", str(venv)) for name, value in env.variables.items()}
+        # Snakemake removes the wrapper before it builds again (the rule's params changed, as when the
+        # clone moved): a venv installed whole from this very env file keeps its packages.
+        installed = venv / "env.yaml"
+        if installed.exists() and installed.read_bytes() == Path(env_file).read_bytes() and venv_damage(venv) is None:
+            write_wrapper(venv, variables)
+            print(f"{venv}: its packages were installed whole from {env_file}; kept them")
+            return
         python = str(venv / "bin" / "python")
         pip = [python, "-m", "pip"]
         uv_bin = uv_binary()
@@ -128,9 +138,6 @@ def build(env_file, venv):
             subprocess.run([python, "-m", "ensurepip", "--default-pip"], check=True)
         (venv / "requirements.txt").write_text("\n".join(env.pip) + "\n")
         shutil.copyfile(env_file, venv / "env.yaml")
-        # The venv stands for the conda env: ${CONDA_PREFIX} in a variable names its folder (the
-        # GPU MXNet env's LD_LIBRARY_PATH, to the CUDA libraries pip puts in it).
-        variables = {name: value.replace("${CONDA_PREFIX}", str(venv)) for name, value in env.variables.items()}
         install_env = {**os.environ, **variables}
         # The env file's PIP_* variables (Chainer's PIP_NO_BUILD_ISOLATION) are pip's settings too.
         config = subprocess.run(pip + ["config", "list"], check=True, capture_output=True, text=True,
@@ -145,14 +152,18 @@ def build(env_file, venv):
         subprocess.run(uv + ["-r", str(venv / "requirements.txt")], check=True, env=uv_env)
         freeze = subprocess.run(pip + ["freeze"], check=True, capture_output=True, text=True).stdout
         (venv / "pip-freeze.txt").write_text(freeze)
-        # The env file's variables are set whenever the venv runs, as conda's activation sets
-        # them (KERAS_BACKEND chooses Keras' backend).
-        exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
-        tmp = venv / "python.tmp"
-        tmp.write_text(f'#!/bin/sh\n{exports}exec "{venv / "bin" / "python"}" "$@"\n')
-        tmp.chmod(0o755)
-        tmp.rename(wrapper)
+        write_wrapper(venv, variables)
     print(f"built {venv}")
+
+
+def write_wrapper(venv, variables):
+    """<venv>/python, written last: the env file's variables are set whenever the venv runs, as
+    conda's activation sets them (KERAS_BACKEND chooses Keras' backend)."""
+    exports = "".join(f"export {name}={shlex.quote(value)}\n" for name, value in variables.items())
+    tmp = venv / "python.tmp"
+    tmp.write_text(f'#!/bin/sh\n{exports}exec "{venv / "bin" / "python"}" "$@"\n')
+    tmp.chmod(0o755)
+    tmp.rename(venv / "python")
 
 
 def main():

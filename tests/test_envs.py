@@ -1,13 +1,14 @@
 import base64
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
 
 import pytest
 
-from dlbench.envs import env_hash, read_env_file
+from dlbench.envs import env_hash, read_env_file, venv_damage
 from conftest import REPO, SCRIPTS, venv_python
 
 sys.path.insert(0, str(SCRIPTS))
@@ -163,3 +164,45 @@ def test_the_venv_takes_its_packages_from_pips_index_and_no_other(tmp_path):
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "pip"
     assert "dlbench-probe==1.0" in (venv / "pip-freeze.txt").read_text()
+
+
+def build_probe_venv(tmp_path, flavour):
+    """A venv of dlbench-probe 1.0 (whose module says flavour), built by build_venv.py from a local index."""
+    pip_conf = tmp_path / f"pip-{flavour}.conf"
+    if not pip_conf.exists():
+        pip_conf.write_text(f"[global]\nindex-url = {probe_index(tmp_path / f'index-{flavour}', flavour)}\n")
+    env = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-probe==1.0\n")
+    venv = tmp_path / "venvs" / f"probe-{env_hash(env)}"
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env), str(venv)], check=True,
+                          capture_output=True, text=True,
+                          env={**os.environ, "PIP_CONFIG_FILE": str(pip_conf), "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+    return venv, proc.stdout
+
+
+def flavour(venv):
+    return subprocess.run([str(venv / "python"), "-c", "import dlbench_probe; print(dlbench_probe.FLAVOUR)"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.slow  # builds a venv, twice
+def test_a_damaged_venv_is_named_and_built_again_and_a_whole_one_is_kept(tmp_path):
+    venv, _ = build_probe_venv(tmp_path, "first")
+    assert venv_damage(venv) is None and flavour(venv) == "first"
+    # Snakemake removes the wrapper to build again (its params changed): the whole venv keeps its
+    # packages (the second index, which would give another flavour, is not asked)
+    (venv / "python").unlink()
+    _, said = build_probe_venv(tmp_path, "second")
+    assert "kept them" in said and flavour(venv) == "first"
+    [module] = venv.glob("lib/python*/site-packages/dlbench_probe.py")
+    module.write_text("")  # cut short
+    assert venv_damage(venv) == f"dlbench-probe==1.0: dlbench_probe.py has 0 bytes, not the {len('FLAVOUR = ' + repr('first')) + 1} it was installed with"
+    module.unlink()
+    assert venv_damage(venv) == "dlbench-probe==1.0: dlbench_probe.py is missing"
+    (venv / "python").unlink()
+    _, said = build_probe_venv(tmp_path, "second")
+    assert "kept them" not in said and venv_damage(venv) is None and flavour(venv) == "second"
+    for info in venv.glob("lib/python*/site-packages/dlbench_probe-1.0.dist-info"):
+        shutil.rmtree(info)
+    assert venv_damage(venv) == "dlbench-probe==1.0 is no longer installed"
+    (venv / "bin" / "python").unlink()
+    assert venv_damage(venv).startswith(f"its interpreter {venv / 'bin' / 'python'} is gone")

@@ -271,3 +271,110 @@ def test_a_wheel_cut_short_by_a_full_disk_is_fetched_again_once_there_is_room(tm
         snakemake(wheel, "--cores", "1", *SMOKE, cwd=workflow)
         with zipfile.ZipFile(workflow / wheel) as whole:
             assert whole.testzip() is None
+
+
+@pytest.mark.slow
+def test_a_damaged_venv_stops_the_invocation_before_any_job_naming_it_and_its_rebuild(tmp_path):
+    """The data venv, seen through a prefix of its own, lists a package it no longer has: the
+    invocation runs nothing and says which venv, what is wrong and how to rebuild it."""
+    workflow = copy_workflow(tmp_path / "workflow")
+    real = venv_python("data")
+    prefix = tmp_path / "venvs"
+    venv = prefix / os.path.basename(os.path.dirname(real))
+    venv.mkdir(parents=True)
+    for name in ("bin", "lib", "python", "env.yaml"):  # the real venv's files, but for its package list
+        (venv / name).symlink_to(os.path.join(os.path.dirname(real), name))
+    frozen = open(os.path.join(os.path.dirname(real), "pip-freeze.txt")).read()
+    (venv / "pip-freeze.txt").write_text(frozen + "ghost-package==1.0\n")
+    mnist = tmp_path / "mnist"
+    mnist.mkdir()
+    rng = np.random.default_rng(0)
+    arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
+              "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
+    for key, name in IDX_FILES.items():
+        (mnist / name).write_bytes(gzip.compress(idx_bytes(arrays[key])))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"venv_prefix": str(prefix), "mnist": {"source": {"kind": "idx", "location": str(mnist)}}}))
+    target = "results/data/mnist/train-images.npy"
+    proc = snakemake(target, "--cores", "2", *SMOKE, str(config), cwd=workflow, check=False)
+    assert proc.returncode != 0
+    assert (f"damaged venv(s), nothing was run:\n  {venv}: ghost-package==1.0 is no longer installed\n"
+            f"rebuild: rm -r {venv} and run the same command again") in proc.stderr, proc.stderr[-3000:]
+    assert not (workflow / target).exists() and not (workflow / "results/logs/mnist").exists()
+    (venv / "pip-freeze.txt").write_text(frozen)  # whole again
+    snakemake(target, "--cores", "2", *SMOKE, str(config), cwd=workflow)
+    assert (workflow / target).exists()
+
+
+DECODE = "results/runs/chestxray-decode/pillow/library~pillow_format~jpeg_workers~0_repeat~1.json"
+
+
+@pytest.mark.slow
+def test_a_moved_clone_plans_nothing_and_its_runs_find_their_data(tmp_path):
+    """Results and all, moved to another folder: nothing is planned again (the jobs' inputs are
+    relative), and a run that reads the images the workflow drew and resized finds them there."""
+    before = copy_workflow(tmp_path / "before")
+    snakemake(SMALL, DECODE, "--cores", "2", *SMOKE, cwd=before)
+    after = tmp_path / "elsewhere" / "after"
+    after.parent.mkdir()
+    before.rename(after)
+    assert "Nothing to be done" in snakemake(SMALL, DECODE, "-n", *SMOKE, cwd=after).stderr
+    written = [path for path in (after / "results").rglob("*") if path.suffix in (".csv", ".json")]
+    assert written and not [path for path in written if str(before) in path.read_text()], "an old place is named"
+    snakemake(SMALL, DECODE, "--cores", "2", *SMOKE, "--forcerun", "train", cwd=after)
+    for record in (SMALL, DECODE):
+        assert json.loads((after / record).read_text())["status"] == "ok"
+
+
+@contextmanager
+def long_training(workflow, tmp_path):
+    """Snakemake training MNIST's large model for minutes (100 steady units of at least a
+    second), yielded once the harness is up; stderr goes to a file."""
+    config = tmp_path / "long.yaml"
+    config.write_text(yaml.safe_dump({"measurement": {"steady_units": 100, "min_unit_seconds": 1.0,
+                                                      "max_unit_steps": 1000}}))
+    large = RUN.format(model="large", devices=1, strategy="single")
+    log = open(tmp_path / "snakemake.log", "w+")
+    snake = subprocess.Popen([sys.executable, "-m", "snakemake", large, "--forcerun", "train", "--cores", "2", *SMOKE,
+                              str(config)], cwd=workflow, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert wait_for(lambda: processes_in(workflow, "dlbench.harness"), 120), "no training started"
+        time.sleep(2)
+        yield snake, large, log
+    finally:
+        if snake.poll() is None:
+            os.killpg(snake.pid, signal.SIGKILL)
+        snake.wait()
+        log.close()
+        subprocess.run([sys.executable, "-m", "snakemake", "--unlock", *SMOKE], cwd=workflow, capture_output=True)
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_running_training_within_seconds_and_keeps_the_finished_records(mnist_workflow, tmp_path):
+    snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)
+    finished = (mnist_workflow / SMALL).read_bytes()
+    with long_training(mnist_workflow, tmp_path) as (snake, large, log):
+        os.kill(snake.pid, signal.SIGTERM)
+        stopped = time.monotonic()
+        snake.wait(60)
+        print(f"SIGTERM: Snakemake ended after {time.monotonic() - stopped:.1f} s")
+        assert time.monotonic() - stopped < 15, "Snakemake waited for the training"
+        assert wait_for(lambda: not processes_in(mnist_workflow), 10), processes_in(mnist_workflow)
+        log.seek(0)
+        said = log.read()
+    assert "SIGTERM: stopping the running jobs; finished records are kept" in said, said[-3000:]
+    assert re.search(r"dlbench runs: \d+ ok", said)
+    assert (mnist_workflow / SMALL).read_bytes() == finished and not (mnist_workflow / large).exists()
+    assert not list((mnist_workflow / ".snakemake" / "locks").glob("*.lock")), "the folder is still locked"
+    planned = snakemake(SMALL, large, "-n", *SMOKE, cwd=mnist_workflow).stdout
+    assert large in planned and SMALL not in planned
+
+
+@pytest.mark.slow
+def test_a_report_during_a_run_says_the_run_holds_the_folder(mnist_workflow, tmp_path):
+    with long_training(mnist_workflow, tmp_path) as (snake, large, log):
+        proc = snakemake("--report", "results/report.html", *SMOKE, cwd=mnist_workflow, check=False)
+        assert snake.poll() is None, "the run ended before the report was asked for"
+    assert proc.returncode != 0 and "a run holds this folder (.snakemake/locks/" in proc.stderr, proc.stderr[-3000:]
+    assert "build the report once it ends" in proc.stderr
+    assert not (mnist_workflow / "results" / "report.html").exists()

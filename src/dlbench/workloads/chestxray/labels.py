@@ -213,7 +213,8 @@ def read_labels_csv(path):
 
 
 def read_manifest(path, columns=("image", "path")):
-    """A manifest CSV (image, path[, source]) -> list of dicts; the columns must be there."""
+    """A manifest CSV (image, path[, source]) -> list of dicts; the columns must be there. A relative
+    `path` is taken from the manifest's folder (write_manifest)."""
     path = Path(path)
     try:
         with open(path, newline="") as f:
@@ -225,18 +226,18 @@ def read_manifest(path, columns=("image", "path")):
     missing = [c for c in columns if c not in rows[0]]
     if missing:
         raise DataError(f"{path}: lacks the column(s) {missing}")
+    if "path" in columns:
+        for row in rows:
+            row["path"] = str(path.parent / row["path"])  # an absolute path stays as it is
     return rows
 
 
 def split_files(labels_csv, manifest, split):
     """(image paths, float32 labels [N, 14]) of one split, in the label file's order, the paths
-    from the manifest (relative ones taken from the manifest's folder)."""
+    from the manifest."""
     names, labels = read_labels_csv(labels_csv)[split]
     manifest = Path(manifest)
-    paths = {}
-    for row in read_manifest(manifest):
-        path = Path(row["path"])
-        paths[row["image"]] = path if path.is_absolute() else manifest.parent / path
+    paths = {row["image"]: row["path"] for row in read_manifest(manifest)}
     missing = [name for name in names if name not in paths]
     if missing:
         raise DataError(f"{manifest}: {len(missing)} {split} images of {labels_csv} are not listed, "
@@ -247,11 +248,20 @@ def split_files(labels_csv, manifest, split):
 
 
 def write_manifest(path, rows, columns):
-    """Write atomically: a manifest is there complete or not at all."""
+    """Write atomically: a manifest is there complete or not at all. An image under the manifest's
+    folder (the workflow drew or resized it) is listed relative to it, so the folder can move; the
+    user's own images keep their path."""
     path = Path(path)
+    folder = path.parent.resolve()
+    rows = [{**row, "path": _listed(row["path"], folder)} if "path" in row else row for row in rows]
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
+
+
+def _listed(image, folder):
+    image = Path(image).resolve()
+    return str(image.relative_to(folder)) if image.is_relative_to(folder) else str(image)

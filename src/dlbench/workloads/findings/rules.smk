@@ -3,7 +3,7 @@
 # tables this run lacks says what would measure it.
 from dlbench.workloads.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
-FINDINGS_FOLDER = Path(workflow.current_basedir)
+FINDINGS_FOLDER = workflow_path(workflow.current_basedir)
 FINDINGS_SCRIPTS = [FINDINGS_FOLDER / "scripts" / "replication.py", FINDINGS_FOLDER / "scripts" / "summary.py"]
 # the tables the claims read, where their workload is configured
 FINDINGS_CLAIM_TABLES = [table for workload, table in [
