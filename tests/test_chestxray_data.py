@@ -16,8 +16,8 @@ from dlbench.workloads.chestxray.images import (CROP_SIZE, IMAGENET_MEAN, IMAGEN
                                                 to_normalised, train_transform)
 from dlbench.workloads.chestxray.definition import LIBRARIES
 from dlbench.workloads.chestxray.labels import (FINDINGS, SPLITS, WHEEL_MEMBER, LabelRow, choose_subset,
-                                                patient_split, read_label_file, read_labels_csv, read_nih_labels,
-                                                read_wheel_labels, write_labels_csv)
+                                                patient_split, read_label_file, read_labels_csv, read_manifest,
+                                                read_nih_labels, read_wheel_labels, write_labels_csv)
 from dlbench.workloads.chestxray.synthetic import synthetic_image
 from dlbench.workloads.chestxray.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
@@ -343,9 +343,11 @@ def prepared(tmp_path_factory, data_python):
 def test_synthetic_images_are_1024_grayscale_pngs_for_the_chosen_rows(prepared, data_python):
     labels = read_csv(prepared / "labels.csv")
     assert [row["split"] for row in labels] == ["train"] * 16 + ["valid"] * 4 + ["test"] * 4
-    manifest = read_csv(prepared / "images.csv")
+    listed = read_csv(prepared / "images.csv")
+    # the images the workflow drew are listed from the manifest's folder: the folder can move
+    assert all(row["source"] == "synthetic" and row["path"] == f"png/{row['image']}" for row in listed)
+    manifest = read_manifest(prepared / "images.csv")
     assert [row["image"] for row in manifest] == [row["image"] for row in labels]
-    assert all(row["source"] == "synthetic" and Path(row["path"]).is_absolute() for row in manifest)
     info = image_info(data_python, [row["path"] for row in manifest])
     assert set(map(tuple, ([f, m, tuple(s)] for f, m, s in info.values()))) == {("PNG", "L", (1024, 1024))}
     same = in_env(data_python, f"""
@@ -361,7 +363,7 @@ print(json.dumps(bool(np.array_equal(read_image({manifest[0]['path']!r}, 'opencv
 def test_nih_folder_reports_every_missing_and_corrupt_image_and_writes_nothing(prepared, data_python, tmp_path):
     images = tmp_path / "images"
     images.mkdir()
-    manifest = read_csv(prepared / "images.csv")
+    manifest = read_manifest(prepared / "images.csv")
     for row in manifest:
         (images / row["image"]).write_bytes(Path(row["path"]).read_bytes())
     missing, corrupt = manifest[2]["image"], manifest[5]["image"]
@@ -400,7 +402,7 @@ def preprocessed(prepared, data_python):
 
 def first_rows(manifest, count, dest):
     """A manifest of the first `count` rows of another: fewer images than an epoch takes."""
-    rows = read_csv(manifest)[:count]
+    rows = read_manifest(manifest)[:count]
     with open(dest, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -436,7 +438,9 @@ def check_units(record):
 @pytest.mark.slow
 def test_preparing_gives_264_images_in_the_format_and_no_record(preprocessed, prepared, data_python):
     for (reader, fmt), manifest in preprocessed.items():
-        rows = read_csv(manifest)
+        assert all(row["path"] == f"{manifest.stem}/{Path(row['image']).stem}.{fmt.replace('jpeg', 'jpg')}"
+                   for row in read_csv(manifest))  # from the manifest's folder
+        rows = read_manifest(manifest)
         assert len(rows) == 24
         info = image_info(data_python, [row["path"] for row in rows])
         expected = ("JPEG" if fmt == "jpeg" else "PNG", "L", (264, 264))
@@ -461,7 +465,7 @@ def test_preprocessing_is_timed_by_the_clock_and_leaves_no_images(prepared, tmp_
 
 @pytest.mark.slow
 def test_pillow_box_and_opencv_area_resize_nearly_agree(preprocessed, data_python):
-    pillow, opencv = read_csv(preprocessed["pillow", "png"]), read_csv(preprocessed["opencv", "png"])
+    pillow, opencv = read_manifest(preprocessed["pillow", "png"]), read_manifest(preprocessed["opencv", "png"])
     diff = in_env(data_python, f"""
 import json, numpy as np
 from dlbench.workloads.chestxray.images import read_image
@@ -490,7 +494,7 @@ def test_decoding_is_timed_by_the_clock(preprocessed, tmp_path, library, fmt, wo
 
 @pytest.mark.slow
 def test_workers_hand_over_the_same_batches_as_the_main_process(preprocessed, data_python):
-    paths = [row["path"] for row in read_csv(preprocessed["opencv", "png"])]
+    paths = [row["path"] for row in read_manifest(preprocessed["opencv", "png"])]
     same = in_env(data_python, f"""
 import json, multiprocessing
 import numpy as np

@@ -40,6 +40,16 @@ def pwned(*folders):
     return [p for folder in folders for p in folder.rglob("pwned*")]
 
 
+def write_idx_digits(folder):
+    """64 training and 16 test digits of noise, as MNIST's four idx files in `folder`."""
+    rng = np.random.default_rng(0)
+    arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
+              "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
+    for key, name in IDX_FILES.items():
+        (folder / name).write_bytes(gzip.compress(idx_bytes(arrays[key])))
+    return folder
+
+
 @pytest.mark.slow
 def test_hostile_paths_run_nothing_and_paths_with_spaces_work(tmp_path):
     workflow = copy_workflow(tmp_path / "workflow")
@@ -49,12 +59,7 @@ def test_hostile_paths_run_nothing_and_paths_with_spaces_work(tmp_path):
     for stack in ("data", "report"):
         (prefix / f"{stack}-{env_hash(REPO / 'envs' / f'{stack}.yaml')}").symlink_to(
             os.path.dirname(venv_python(stack)))
-    mnist = hostile(places, "mnist")
-    rng = np.random.default_rng(0)
-    arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
-              "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
-    for key, name in IDX_FILES.items():
-        (mnist / name).write_bytes(gzip.compress(idx_bytes(arrays[key])))
+    mnist = write_idx_digits(hostile(places, "mnist"))
     npz = hostile(places, "imdb") / "imdb.npz"
     np.savez(npz, x_train=object_array([[1, 2, 3]] * 4 + [[4, 5]] * 4), y_train=np.array([0, 1] * 4),
              x_test=object_array([[1, 2]] * 4), y_test=np.array([0, 1] * 2))
@@ -286,13 +291,8 @@ def test_a_damaged_venv_stops_the_invocation_before_any_job_naming_it_and_its_re
         (venv / name).symlink_to(os.path.join(os.path.dirname(real), name))
     frozen = open(os.path.join(os.path.dirname(real), "pip-freeze.txt")).read()
     (venv / "pip-freeze.txt").write_text(frozen + "ghost-package==1.0\n")
-    mnist = tmp_path / "mnist"
-    mnist.mkdir()
-    rng = np.random.default_rng(0)
-    arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
-              "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
-    for key, name in IDX_FILES.items():
-        (mnist / name).write_bytes(gzip.compress(idx_bytes(arrays[key])))
+    (tmp_path / "mnist").mkdir()
+    mnist = write_idx_digits(tmp_path / "mnist")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"venv_prefix": str(prefix), "mnist": {"source": {"kind": "idx", "location": str(mnist)}}}))
     target = "results/data/mnist/train-images.npy"

@@ -7,6 +7,7 @@ user's NIH folder. A row is (image name, patient id, multi-hot uint8[14] over FI
 import csv
 import gzip
 import io
+import os
 import random
 import zipfile
 import zlib
@@ -247,13 +248,16 @@ def split_files(labels_csv, manifest, split):
     return [str(paths[name]) for name in names], labels.astype(np.float32)
 
 
+def listed_path(image, manifest):
+    """How a manifest lists an image the workflow made (drew or resized): relative to the
+    manifest's folder, so that the results folder can move (read_manifest takes it from there).
+    The user's own images are listed as given."""
+    return os.path.relpath(image, Path(manifest).parent)
+
+
 def write_manifest(path, rows, columns):
-    """Write atomically: a manifest is there complete or not at all. An image under the manifest's
-    folder (the workflow drew or resized it) is listed relative to it, so the folder can move; the
-    user's own images keep their path."""
+    """Write atomically: a manifest is there complete or not at all."""
     path = Path(path)
-    folder = path.parent.resolve()
-    rows = [{**row, "path": _listed(row["path"], folder)} if "path" in row else row for row in rows]
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
@@ -261,7 +265,3 @@ def write_manifest(path, rows, columns):
         writer.writerows(rows)
     tmp.replace(path)
 
-
-def _listed(image, folder):
-    image = Path(image).resolve()
-    return str(image.relative_to(folder)) if image.is_relative_to(folder) else str(image)

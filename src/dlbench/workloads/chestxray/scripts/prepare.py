@@ -15,7 +15,7 @@ from pathlib import Path
 from dlbench.cli import positive_int
 from dlbench.errors import DataError
 from dlbench.workloads.chestxray.images import check_image
-from dlbench.workloads.chestxray.labels import (DEFAULT_FRACTIONS, SPLITS, choose_subset, patient_split,
+from dlbench.workloads.chestxray.labels import (DEFAULT_FRACTIONS, SPLITS, choose_subset, listed_path, patient_split,
                                                 read_labels_csv, read_nih_labels, read_wheel_labels, write_labels_csv,
                                                 write_manifest)
 from dlbench.workloads.chestxray.synthetic import save_png, synthetic_image
@@ -68,12 +68,13 @@ def images(args):
                                  f"cannot be used from {folder}:\n{lines}")
             rows = [{"image": name, "path": str(path), "source": "nih"} for name, path in items]
         else:
-            folder = args.synthetic_dir.resolve()
+            folder = args.synthetic_dir
             folder.mkdir(parents=True, exist_ok=True)
             items = [(name, folder / name, args.seed) for name in listed]
             for _ in pool.imap_unordered(_draw, items, chunksize=4):
                 pass
-            rows = [{"image": name, "path": str(path), "source": "synthetic"} for name, path, _ in items]
+            rows = [{"image": name, "path": listed_path(path, args.manifest), "source": "synthetic"}
+                    for name, path, _ in items]
     args.manifest.parent.mkdir(parents=True, exist_ok=True)
     write_manifest(args.manifest, rows, MANIFEST_COLUMNS)
     print(f"{len(rows)} {rows[0]['source'] if rows else ''} images in {folder}")

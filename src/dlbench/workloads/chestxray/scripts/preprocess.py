@@ -15,7 +15,7 @@ from dlbench.cli import positive_int
 from dlbench.errors import DataError
 from dlbench.files import staged
 from dlbench.workloads.chestxray.images import READERS, FORMATS, RESIZED_SIZE, prepare_reader, resize_file
-from dlbench.workloads.chestxray.labels import read_manifest, write_manifest
+from dlbench.workloads.chestxray.labels import listed_path, read_manifest, write_manifest
 
 
 def _resize(item):
@@ -40,8 +40,8 @@ def prepare(args):
             with Pool(args.threads, initializer=prepare_reader, initargs=(args.reader,)) as pool:
                 pool.map(_resize, items, chunksize=max(1, min(16, len(items) // (4 * args.threads))))
         wall_s = time.perf_counter() - t0
-    write_manifest(args.out_manifest, [{"image": row["image"], "path": str(dst)} for row, dst in zip(rows, outputs)],
-                   ("image", "path"))
+    write_manifest(args.out_manifest, [{"image": row["image"], "path": listed_path(dst, args.out_manifest)}
+                                       for row, dst in zip(rows, outputs)], ("image", "path"))
     print(f"{args.format}, {args.reader}: {len(rows)} images resized in {wall_s:.2f} s with {args.threads} "
           f"processes (not a measurement: the chestxray-preprocess runs are)")
 
