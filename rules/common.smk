@@ -21,7 +21,8 @@ def workflow_path(folder):
 
 SRC = workflow_path(workflow.basedir) / "src"
 SCRIPTS = workflow_path(workflow.basedir) / "scripts"
-ENVS = workflow_path(workflow.basedir) / "envs"
+# absolute: Snakemake takes a relative conda: file from the rule's own file's folder
+ENVS = Path(workflow.basedir) / "envs"
 
 from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_file, venv_damage, venv_interpreter

@@ -8,7 +8,7 @@ rule build_venv:
     output:
         local(f"{VENV_PREFIX}/{{stack}}-{{hash}}/python"),
     params:
-        env_file=lambda wildcards: stack_env_file(wildcards.stack),
+        env_file=lambda wildcards: workflow_path(stack_env_file(wildcards.stack)),
     log:
         "results/logs/envs/{stack}-{hash}.log",
     benchmark:
