@@ -100,9 +100,10 @@ def venv_damage(venv):
         frozen = (venv / "pip-freeze.txt").read_text().splitlines()
     except OSError as err:
         return f"its list of packages cannot be read ({err})"
-    [site_packages] = venv.glob("lib/python*/site-packages") or [None]
-    if site_packages is None:
-        return "it has no lib/pythonX.Y/site-packages"
+    found = list(venv.glob("lib/python*/site-packages"))
+    if len(found) != 1:
+        return f"it has {len(found)} lib/pythonX.Y/site-packages folders, not one"
+    [site_packages] = found
     installed = {}
     for info in site_packages.glob("*.dist-info"):
         name, _, version = info.name[: -len(".dist-info")].partition("-")

@@ -215,7 +215,7 @@ def read_labels_csv(path):
 
 def read_manifest(path, columns=("image", "path")):
     """A manifest CSV (image, path[, source]) -> list of dicts; the columns must be there. A relative
-    `path` is taken from the manifest's folder (write_manifest)."""
+    `path` is taken from the manifest's folder (listed_path)."""
     path = Path(path)
     try:
         with open(path, newline="") as f:
