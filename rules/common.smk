@@ -13,16 +13,16 @@ import psutil
 from snakemake.settings.types import DeploymentMethod
 
 
-def workflow_path(folder):
-    """A folder of the workflow as jobs name it: relative to the working directory, so that the
-    jobs' inputs do not change when the clone moves (a moved clone, results and all, plans nothing)."""
-    return Path(os.path.relpath(folder))
+def workflow_path(path):
+    """A file or folder of the workflow as jobs' inputs name it: relative to the working directory,
+    so that they do not change when the clone moves (a moved clone, results and all, plans nothing).
+    Captions and conda: files stay absolute: Snakemake reads relative ones from the rule file's folder."""
+    return Path(os.path.relpath(path))
 
 
 SRC = workflow_path(workflow.basedir) / "src"
 SCRIPTS = workflow_path(workflow.basedir) / "scripts"
-# absolute: Snakemake takes a relative conda: file from the rule's own file's folder
-ENVS = Path(workflow.basedir) / "envs"
+ENVS = Path(workflow.basedir) / "envs"  # conda: files (workflow_path)
 
 from dlbench.config import ConfigError, check_config
 from dlbench.envs import env_file, venv_damage, venv_interpreter
@@ -88,7 +88,7 @@ def run_python(wildcards, input):
 def script_inputs(script, modules=()):
     """A script (a name under scripts/, or a path: a workload's scripts/) and the dlbench modules
     it imports (and `modules`, which it imports by name): inputs of the job that runs it."""
-    path = script if isinstance(script, Path) else SCRIPTS / script
+    path = workflow_path(script) if isinstance(script, Path) else SCRIPTS / script
     return {"script": local(str(path)), "code": [local(f) for f in code_files(SRC, scripts=[path], modules=modules)]}
 
 

@@ -309,6 +309,20 @@ def test_nothing_changed_reruns_nothing(finished):
     assert "Nothing to be done" in dry_run(finished)
 
 
+@pytest.mark.slow
+def test_the_whole_run_moved_to_another_folder_reruns_nothing_and_reports(finished):
+    """Every rule's inputs name the workflow's files relatively (rules/common.smk workflow_path);
+    the report's captions are still found (Snakemake reads them from the rule file's folder)."""
+    moved = finished.with_name(finished.name + "-moved")
+    finished.rename(moved)
+    try:
+        assert "Nothing to be done" in dry_run(moved)
+        snakemake("--report", "results/moved.html", *SMOKE, cwd=moved)
+        assert (moved / "results" / "moved.html").stat().st_size > 0
+    finally:
+        moved.rename(finished)
+
+
 def onnx_runs(root, model):
     """The records of an exported model, in every runtime."""
     return [p for p in all_runs(root, "onnx") if f"model~{model}_" in p]

@@ -6,7 +6,7 @@ from dlbench.workloads.chestxray.definition import DATA as CHESTXRAY_DATA, LIBRA
 from dlbench.workloads.chestxray.definition import densenet, densenet_name
 
 CHESTXRAY = config["chestxray"]
-CHESTXRAY_FOLDER = workflow_path(workflow.current_basedir)
+CHESTXRAY_FOLDER = Path(workflow.current_basedir)
 CHESTXRAY_SCRIPTS = CHESTXRAY_FOLDER / "scripts"
 if "chestxray" in WORKLOADS and CHESTXRAY["labels"]["kind"] == "pypi":
     add_wheel(CHESTXRAY["labels"])

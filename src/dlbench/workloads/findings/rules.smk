@@ -3,8 +3,8 @@
 # tables this run lacks says what would measure it.
 from dlbench.workloads.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
-FINDINGS_FOLDER = workflow_path(workflow.current_basedir)
-FINDINGS_SCRIPTS = [FINDINGS_FOLDER / "scripts" / "replication.py", FINDINGS_FOLDER / "scripts" / "summary.py"]
+FINDINGS_FOLDER = Path(workflow.current_basedir)
+FINDINGS_SCRIPTS = [workflow_path(FINDINGS_FOLDER / "scripts" / name) for name in ("replication.py", "summary.py")]
 # the tables the claims read, where their workload is configured
 FINDINGS_CLAIM_TABLES = [table for workload, table in [
     ("mnist", "mnist-ratios"), ("mnist", "mnist-convergence"), ("imdb", "imdb-ratios"),

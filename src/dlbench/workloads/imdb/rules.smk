@@ -3,7 +3,7 @@
 from dlbench.workloads.imdb.definition import ARRAYS as IMDB_ARRAYS, DATA as IMDB_DATA
 
 IMDB = config["imdb"]
-IMDB_FOLDER = workflow_path(workflow.current_basedir)
+IMDB_FOLDER = Path(workflow.current_basedir)
 IMDB_FILES = {"aclimdb": "aclImdb_v1.tar.gz", "npz": "imdb.npz"}
 if "imdb" in WORKLOADS:
     if IMDB["source"]["kind"] == "pypi":

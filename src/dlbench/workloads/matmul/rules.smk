@@ -1,7 +1,7 @@
 # The matmul workload (the machine's peak): its runs are in rules/runs.smk (this folder's definition.py gives their grid
 # and specs); here, the figures and the model FLOP utilisation of every run set that counts its
 # FLOPs (RunSet.flops), against the best framework's peak.
-MATMUL_FOLDER = workflow_path(workflow.current_basedir)
+MATMUL_FOLDER = Path(workflow.current_basedir)
 COUNTED_SETS = [name for name in record_sets() if name != "matmul" and RUN_SETS[name][1].flops]
 
 

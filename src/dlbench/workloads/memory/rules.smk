@@ -5,7 +5,7 @@
 from dlbench.workloads.memory.definition import measured as memory_measured, search_template, searches
 
 MEMORY = config["memory"]
-MEMORY_FOLDER = workflow_path(workflow.current_basedir)
+MEMORY_FOLDER = Path(workflow.current_basedir)
 MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in WORKLOADS else []
 MEMORY_TEMPLATES = {(framework, mode): search_template(config, framework, mode, THREADS)
                     for framework, mode in MEMORY_SEARCHES}

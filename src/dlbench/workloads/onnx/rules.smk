@@ -4,7 +4,7 @@
 from dlbench.workloads.onnx.definition import DATA as ONNX_DATA, MODELS as ONNX_MODELS, source_spec as onnx_source_spec
 
 ONNX = config["onnx"]
-ONNX_FOLDER = workflow_path(workflow.current_basedir)
+ONNX_FOLDER = Path(workflow.current_basedir)
 ONNX_SCRIPTS = ONNX_FOLDER / "scripts"
 ONNX_SOURCES = {model: onnx_source_spec(config, model, THREADS) for model in ONNX["models"]} if "onnx" in WORKLOADS else {}
 
