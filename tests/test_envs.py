@@ -150,24 +150,9 @@ def probe_index(root, flavour):
     return (root / "simple").as_uri()
 
 
-def test_the_venv_takes_its_packages_from_pips_index_and_no_other(tmp_path):
-    """A venv built under a pip configuration whose index is the only one with the package gets
-    it from there; uv's own index variable, naming a second source, is not followed."""
-    pip_conf = tmp_path / "pip.conf"
-    pip_conf.write_text(f"[global]\nindex-url = {probe_index(tmp_path / 'pip-index', 'pip')}\n")
-    env = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip\n  - pip:\n      - dlbench-probe==1.0\n")
-    venv = tmp_path / "venvs" / f"probe-{env_hash(env)}"
-    subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env), str(venv)], check=True,
-                   env={**os.environ, "PIP_CONFIG_FILE": str(pip_conf), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-                        "UV_EXTRA_INDEX_URL": probe_index(tmp_path / "other-index", "other")})
-    out = subprocess.run([str(venv / "python"), "-c", "import dlbench_probe; print(dlbench_probe.FLAVOUR)"],
-                         capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "pip"
-    assert "dlbench-probe==1.0" in (venv / "pip-freeze.txt").read_text()
-
-
-def build_probe_venv(tmp_path, flavour):
-    """A venv of dlbench-probe 1.0 (whose module says flavour), built by build_venv.py from a local index."""
+def build_probe_venv(tmp_path, flavour, **variables):
+    """A venv of dlbench-probe 1.0 (whose module says flavour), built by build_venv.py from a local
+    index that pip's configuration names, with `variables` in its environment: (venv, what it said)."""
     pip_conf = tmp_path / f"pip-{flavour}.conf"
     if not pip_conf.exists():
         pip_conf.write_text(f"[global]\nindex-url = {probe_index(tmp_path / f'index-{flavour}', flavour)}\n")
@@ -175,13 +160,22 @@ def build_probe_venv(tmp_path, flavour):
     venv = tmp_path / "venvs" / f"probe-{env_hash(env)}"
     proc = subprocess.run([sys.executable, str(SCRIPTS / "build_venv.py"), str(env), str(venv)], check=True,
                           capture_output=True, text=True,
-                          env={**os.environ, "PIP_CONFIG_FILE": str(pip_conf), "UV_CACHE_DIR": str(tmp_path / "uv-cache")})
+                          env={**os.environ, "PIP_CONFIG_FILE": str(pip_conf), "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
+                               **variables})
     return venv, proc.stdout
 
 
 def flavour(venv):
     return subprocess.run([str(venv / "python"), "-c", "import dlbench_probe; print(dlbench_probe.FLAVOUR)"],
                           capture_output=True, text=True).stdout.strip()
+
+
+def test_the_venv_takes_its_packages_from_pips_index_and_no_other(tmp_path):
+    """A venv built under a pip configuration whose index is the only one with the package gets
+    it from there; uv's own index variable, naming a second source, is not followed."""
+    venv, _ = build_probe_venv(tmp_path, "pip", UV_EXTRA_INDEX_URL=probe_index(tmp_path / "other-index", "other"))
+    assert flavour(venv) == "pip"
+    assert "dlbench-probe==1.0" in (venv / "pip-freeze.txt").read_text()
 
 
 @pytest.mark.slow  # builds a venv, twice

@@ -42,6 +42,7 @@ def pwned(*folders):
 
 def write_idx_digits(folder):
     """64 training and 16 test digits of noise, as MNIST's four idx files in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     arrays = {"train_images": rng.integers(0, 256, (64, 28, 28)), "train_labels": rng.integers(0, 10, 64),
               "test_images": rng.integers(0, 256, (16, 28, 28)), "test_labels": rng.integers(0, 10, 16)}
@@ -119,9 +120,11 @@ def wait_for(condition, timeout):
     return False
 
 
-def start(workflow, *args):
-    return subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--cores", "2", *SMOKE], cwd=workflow,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+def start(workflow, *args, configs=(), log=None):
+    """Snakemake on the smoke configs (and `configs`) in the background; its output to `log`, or nowhere."""
+    return subprocess.Popen([sys.executable, "-m", "snakemake", *args, "--cores", "2", *SMOKE, *configs], cwd=workflow,
+                            stdout=log or subprocess.DEVNULL, stderr=subprocess.STDOUT if log else subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 @pytest.mark.slow
@@ -291,7 +294,6 @@ def test_a_damaged_venv_stops_the_invocation_before_any_job_naming_it_and_its_re
         (venv / name).symlink_to(os.path.join(os.path.dirname(real), name))
     frozen = open(os.path.join(os.path.dirname(real), "pip-freeze.txt")).read()
     (venv / "pip-freeze.txt").write_text(frozen + "ghost-package==1.0\n")
-    (tmp_path / "mnist").mkdir()
     mnist = write_idx_digits(tmp_path / "mnist")
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"venv_prefix": str(prefix), "mnist": {"source": {"kind": "idx", "location": str(mnist)}}}))
@@ -335,8 +337,7 @@ def long_training(workflow, tmp_path):
                                                       "max_unit_steps": 1000}}))
     large = RUN.format(model="large", devices=1, strategy="single")
     log = open(tmp_path / "snakemake.log", "w+")
-    snake = subprocess.Popen([sys.executable, "-m", "snakemake", large, "--forcerun", "train", "--cores", "2", *SMOKE,
-                              str(config)], cwd=workflow, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    snake = start(workflow, large, "--forcerun", "train", configs=[str(config)], log=log)
     try:
         assert wait_for(lambda: processes_in(workflow, "dlbench.harness"), 120), "no training started"
         time.sleep(2)

@@ -100,10 +100,10 @@ def venv_damage(venv):
         frozen = (venv / "pip-freeze.txt").read_text().splitlines()
     except OSError as err:
         return f"its list of packages cannot be read ({err})"
-    found = list(venv.glob("lib/python*/site-packages"))
-    if len(found) != 1:
-        return f"it has {len(found)} lib/pythonX.Y/site-packages folders, not one"
-    [site_packages] = found
+    folders = list(venv.glob("lib/python*/site-packages"))
+    if len(folders) != 1:
+        return f"it has {len(folders)} lib/pythonX.Y/site-packages folders, not one"
+    [site_packages] = folders
     installed = {}
     for info in site_packages.glob("*.dist-info"):
         name, _, version = info.name[: -len(".dist-info")].partition("-")
@@ -124,9 +124,9 @@ def venv_damage(venv):
             if not path or path.endswith(".pyc"):
                 continue  # uv compiles no bytecode; pip's would be rebuilt by Python
             try:
-                found = (site_packages / path).stat().st_size
+                on_disk = (site_packages / path).stat().st_size
             except OSError:
                 return f"{name}=={version}: {path} is missing"
-            if size and int(size) != found:
-                return f"{name}=={version}: {path} has {found} bytes, not the {size} it was installed with"
+            if size and int(size) != on_disk:
+                return f"{name}=={version}: {path} has {on_disk} bytes, not the {size} it was installed with"
     return None

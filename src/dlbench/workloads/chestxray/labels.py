@@ -264,4 +264,3 @@ def write_manifest(path, rows, columns):
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
-
