@@ -150,6 +150,16 @@ def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separate
     assert "showResultInfo('results/figures/onnx/runtimes.png')" not in page  # not measured: no figure to link
 
 
+def test_frameworks_whose_repeats_stopped_for_different_reasons_are_one_point(tmp_path):
+    """The points table says why each row's repeats stopped (resolved, budget, max_repeats): the
+    first view still compares every framework of the point in one sentence."""
+    points = [{**points_row("pytorch", "eager", 100, 90, 110), "stopped": "resolved"},
+              {**points_row("tensorflow", "graph", 300, 250, 350), "stopped": "budget"}]
+    page = run_summary(tmp_path, points, [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5)])
+    assert "fastest tensorflow, 300 [250, 350] images/s" in page and "ahead of pytorch 0.33 [0.29, 0.40]" in page
+    assert "stopped=" not in page
+
+
 def test_one_repeat_is_said_to_have_no_interval(tmp_path):
     nan = float("nan")
     points = [points_row("pytorch", "eager", 100, nan, nan), points_row("tensorflow", "graph", 300, nan, nan)]

@@ -44,8 +44,10 @@ def subject_of(frame):
 
 
 def point_keys(frame):
+    # `stopped` is why a point's repeats stopped (the adaptive rounds), a property of each subject's row, not of the point
     return [c for c in frame.columns if c not in NOT_KEYS
-            and c not in {"repeats", "units", "steps", "mean", "median", "q25", "q75", "iqr", "cv_within", "cv_between"}]
+            and c not in {"repeats", "units", "steps", "mean", "median", "q25", "q75", "iqr", "cv_within", "cv_between",
+                          "stopped"}]
 
 
 def where(row, keys):
