@@ -25,8 +25,8 @@ SCRIPTS = workflow_path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"  # conda: files (workflow_path)
 
 from dlbench.config import ConfigError, check_config
-from dlbench.envs import env_file, venv_damage, venv_interpreter
-from dlbench.frameworks import backend_modules, workload_module
+from dlbench.envs import env_file, interpreter_error, venv_damage, venv_interpreter
+from dlbench.frameworks import PRIVATE_API_OVERRIDE, backend_modules, workload_module
 from dlbench.provenance import code_files
 from dlbench.record import read_record
 from dlbench.run_schema import record_error
@@ -46,13 +46,24 @@ VENV_PREFIX = Path(
     config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs"
 ).expanduser().resolve()
 ENV_VARIANT = config["env_variant"]
+# Bring your own environment: {stack: interpreter} that run a stack's jobs instead of an environment
+# built from its env file (README, "Bring your own environment"). Used as given (a relative path
+# stays relative, so that a moved clone plans nothing again; a venv's bin/python is not resolved to
+# the Python it links to); a path that cannot run stops the workflow before anything runs.
+INTERPRETERS = {stack: os.path.expanduser(path) for stack, path in config["interpreters"].items()}
+for stack, path in INTERPRETERS.items():
+    if why := interpreter_error(path):
+        raise WorkflowError(f"config interpreters.{stack}: {why}: name an existing Python interpreter "
+                            f"for the {stack} stack's jobs, or leave {stack} out to build its environment")
 # The jobs import the package from here: they inherit this process's environment (and
-# envvars passes it on to remote jobs).
+# envvars passes it on to remote jobs), as the private-API override (dlbench.frameworks.check_written_for).
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC.resolve()), os.environ.get("PYTHONPATH")]))
+os.environ[PRIVATE_API_OVERRIDE] = "1" if config["private_api_override"] else "0"
 
 
 envvars:
     "PYTHONPATH",
+    "DLBENCH_PRIVATE_API_OVERRIDE",
 
 
 
@@ -64,8 +75,10 @@ wildcard_constraints:
 
 
 def stack_env_file(stack):
-    """The env file of a stack under the config's env_variant (envs/<stack>.yaml, or envs/gpu/<stack>.yaml)."""
-    return str(env_file(ENVS, stack, ENV_VARIANT))
+    """The env file of a stack under the config's env_variant (envs/<stack>.yaml, or envs/gpu/<stack>.yaml);
+    None for a stack that runs in the user's interpreter (config interpreters): rules' conda:
+    directives then build no env for it, under --use-conda too."""
+    return None if stack in INTERPRETERS else str(env_file(ENVS, stack, ENV_VARIANT))
 
 
 def venv_python(stack):
@@ -74,15 +87,19 @@ def venv_python(stack):
 
 
 def env_input(stack):
-    """Input a job needs for its environment: the venv's interpreter, or nothing under conda.
-    Code and venvs are local() inputs, at the same paths on every node (a storage plugin, as
-    profiles/kubernetes has, moves only the results)."""
+    """Input a job needs for its environment: the user's interpreter (config interpreters), else the
+    venv's, or nothing under conda. An input, so that another interpreter (or venv) reruns the
+    stack's jobs, and only theirs. Code, venvs and interpreters are local() inputs, at the same
+    paths on every node (a storage plugin, as profiles/kubernetes has, moves only the results)."""
+    if stack in INTERPRETERS:
+        return local(INTERPRETERS[stack])
     return [] if USE_CONDA else local(venv_python(stack))
 
 
 def run_python(wildcards, input):
-    """What a job runs its scripts with: the conda env's python, or its venv's (an input)."""
-    return "python" if USE_CONDA else input.python
+    """What a job runs its scripts with: its interpreter input (the user's, or its venv's), or the
+    conda env's python."""
+    return input.python or "python"
 
 
 def script_inputs(script, modules=()):

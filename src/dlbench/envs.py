@@ -1,10 +1,14 @@
-"""Reading conda env files, and naming the venvs built from them."""
+"""Reading conda env files, naming the venvs built from them, and the interpreters a user gives instead.
+
+Imported by the harness in every environment, the user's interpreters included: the standard
+library only at import (yaml, which only the report env has, where an env file is read).
+"""
 import hashlib
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import yaml
 
 HASH_LENGTH = 12
 # The config's env_variant: cpu builds every env from envs/<stack>.yaml; gpu builds each stack
@@ -33,6 +37,36 @@ def venv_interpreter(prefix, envs_dir, stack, variant="cpu"):
     return Path(prefix) / f"{stack}-{env_hash(env_file(envs_dir, stack, variant))}" / "python"
 
 
+def interpreter_error(path):
+    """Why `path` (a config interpreters value) cannot run a stack's jobs, or None: it must be an
+    executable file. Checked when the workflow is planned, before anything runs."""
+    found = Path(path).expanduser()
+    if not found.exists():
+        hint = "" if os.sep in str(path) else f" (a path, not a command's name: $(command -v {path}) gives its path)"
+        return f"{path} does not exist{hint}"
+    if not found.is_file():
+        return f"{path} is not a file"
+    if not os.access(found, os.X_OK):
+        return f"{path} is not executable"
+    return None
+
+
+def running_interpreter():
+    """What the running interpreter is, for the record: `venv`, one that build_venv.py built from
+    an env file (its folder holds that file, env.yaml, and its pip freeze; `env_file_hash` names
+    the file's content as the venv's folder does); `conda`, an env Snakemake's --use-conda built
+    from the env file (its <env>.env_setup_done beside it); or `user`, the interpreter the user gave
+    (config interpreters): not built from an env file, its packages whatever it has."""
+    prefix = Path(sys.prefix)
+    if (prefix / "env.yaml").is_file() and (prefix / "pip-freeze.txt").is_file():
+        kind, built_from = "venv", env_hash(prefix / "env.yaml")
+    elif prefix.with_suffix(".env_setup_done").exists():  # snakemake.deployment.conda's flag
+        kind, built_from = "conda", None
+    else:
+        kind, built_from = "user", None
+    return {"kind": kind, "executable": sys.executable, "prefix": sys.prefix, "env_file_hash": built_from}
+
+
 @dataclass(frozen=True)
 class EnvFile:
     python: str          # the pinned X.Y
@@ -50,6 +84,8 @@ def read_env_file(env_file):
     installed, so that a package built from source sees them (pillow-simd's compiler flags,
     PIP_NO_BUILD_ISOLATION).
     """
+    import yaml
+
     path = Path(env_file)
     try:
         spec = yaml.safe_load(path.read_text())

@@ -65,7 +65,7 @@ from pathlib import Path
 from dlbench import nodes, numerics
 from dlbench.clock import Results, RunClock, run_blocks
 from dlbench.contract import FrameworkError, NotApplicable
-from dlbench.frameworks import backend_module, workload_module
+from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, workload_module
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
@@ -120,7 +120,9 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
                        numerics=numerics.measure(spec.numerics, backend), cudnn_autotune=cudnn_autotune,
-                       **backend.describe(placement))
+                       **backend.describe(placement),
+                       # the same list, written with every later update: what ran under the override
+                       private_api_overrides=PRIVATE_API_OVERRIDES)
     clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
@@ -135,6 +137,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
         results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement))
     backend.teardown(placement)
+    if results and PRIVATE_API_OVERRIDES:  # an internals module first imported by the teardown
+        results.update(private_api_overrides=PRIVATE_API_OVERRIDES)
     # Held until the process ends: freed here, a multiprocessing Pool of the workload's would be
     # finalized (terminate, then join its workers), and that join hung once on a worker its
     # SIGTERM had missed (a chestxray-preprocess smoke run). The results are written; the process

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.envs import running_interpreter
+
 REPO = Path(__file__).resolve().parents[2]
 RECORD_VERSION = 8
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
@@ -122,6 +124,8 @@ def environment():
         "git_dirty": bool(dirty) if commit else None,
         "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
         "packages": packages(),
+        # a venv built from the env file, a conda env, or the user's own (config interpreters)
+        "interpreter": running_interpreter(),
     }
 
 
@@ -160,7 +164,8 @@ def summarise(segments, units):
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
                      "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics",
-                     "cudnn_autotune", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256"}
+                     "cudnn_autotune", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256",
+                     "private_api_overrides"}
 
 
 def peak_memory(result, utilisation):
@@ -197,6 +202,8 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
     env["framework_version"] = result.get("framework_version")
     env["library_version"] = result.get("library_version")  # of the image library a run of no framework times
     env["framework_cpu"] = result.get("framework_cpu")  # what the framework says it uses on the CPU
+    # private API run on a version it was not written for (config private_api_override): never silent
+    env["private_api_overrides"] = result.get("private_api_overrides") or []
     return {
         "record_version": RECORD_VERSION,
         "workload": spec["workload"],

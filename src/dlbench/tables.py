@@ -240,9 +240,17 @@ def environment_rows(records):
             "hostname": env["hostname"],
             "git_commit": env["git_commit"],
             "packages": " ".join(f"{name}=={version}" for name, version in env["packages"].items()),
+            # a venv or conda env built from the env file, or the user's own interpreter (config interpreters)
+            "interpreter": (env.get("interpreter") or {}).get("kind"),
+            "interpreter_path": (env.get("interpreter") or {}).get("executable"),
+            # private API run on a version it was not written for (config private_api_override)
+            "private_api_override": "; ".join(
+                f"{used['package']} {used['found']}, written for {used['written_for']} ({used['module']})"
+                for used in env.get("private_api_overrides") or []),
         })
     columns = ["framework", "framework_version", "library", "library_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
-               "huge_pages", "gpus", "os", "hostname", "git_commit", "packages"]
+               "huge_pages", "gpus", "os", "hostname", "git_commit", "packages", "interpreter", "interpreter_path",
+               "private_api_override"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "library", "hostname"])
 
 
