@@ -1,19 +1,33 @@
-"""ChestX-ray DenseNet-121 in plain TensorFlow/Keras, as a tutorial writes the loop:
-model.compile and model.fit on a tf.data pipeline over random tensors in memory shaped as the
-synthetic input (a pool of at most SYNTHETIC_POOL images reused by index, labels of the
-training split's size); the benchmark's model, batch, threads and optimizer, EPOCHS epochs
-on one device.
+"""ChestX-ray DenseNet-121 in plain TensorFlow/Keras, as a tutorial writes the loop (TensorFlow's
+"training loop from scratch": a tf.function step of GradientTape and the optimizer, called per
+batch): the benchmark's model, batch, threads, optimizer, float32 policy and epochs on one
+device (the first GPU unless the spec's device is cpu), random tensors shaped as the synthetic
+input (a pool of at most SYNTHETIC_POOL images reused by index, labels of the training split's
+size), in the spec's input kind, as the harness feeds it:
+
+- synthetic: the pool in host memory; each step's batch gathered by index in a tf.data
+  pipeline; on a GPU prefetched to it (prefetch_to_device: the copy runs while the step
+  before does).
+- device: the pool, the labels and the run's index order put on the device once, before the
+  clock; each step gathers on the device: no host-to-device copy in a timed step.
+
+A custom loop rather than model.fit: fit takes its batches from the host, so it cannot run the
+device input. The step runs without XLA (jit_compile=False), as the harness's does. The run's
+order (a permutation per epoch) is drawn before the first epoch, and one stream of batches
+runs through every epoch. Each epoch's clock stops after the device is synchronised; one JSON
+line per epoch.
 
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
-order and synthetic values (TF's RNG here), the tf.distribute strategy, data parallelism,
-its calibrated units and evaluations, the loss read. fit runs without XLA
-(jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
+order and synthetic values (numpy's and TF's RNG here), the tf.distribute strategy, data
+parallelism, its calibrated units and evaluations, the loss read.
 
     python src/dlbench/workloads/chestxray/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
 """
 import json
 import sys
 import time
+
+import numpy as np
 
 from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
 from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
@@ -26,47 +40,71 @@ def main():
 
     from dlbench.workloads.chestxray.tensorflow import build_model
 
-    class EpochTimer(keras.callbacks.Callback):
-        """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
-
-        def __init__(self, samples):
-            super().__init__()
-            self.samples = samples
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            if tf.config.list_logical_devices("GPU"):
-                tf.test.experimental.sync_devices()
-            wall_s = time.perf_counter() - self.start
-            print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
-
     with open(sys.argv[1]) as f:
         spec = spec_from_dict(json.load(f))
     epochs = int(sys.argv[2])
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
-    tf.config.set_visible_devices([] if spec.device == "cpu" else gpus[:1], "GPU")
+    gpu = spec.device != "cpu" and bool(gpus)
+    tf.config.set_visible_devices(gpus[:1] if gpu else [], "GPU")
+    # the run's float32 policy: full float32 ("highest") or TF32 in every product
+    tf.config.experimental.enable_tensor_float_32_execution(spec.gpu_float32 == "tf32")
     keras.utils.set_random_seed(spec.seed)
+    device = "/gpu:0" if gpu else "/cpu:0"
 
     n_train = len(read_labels_csv(spec.data.labels)["train"][0])
     crop = spec.data.crop
-    with tf.device("/cpu:0"):
-        images = tf.random.normal((min(n_train, SYNTHETIC_POOL), crop, crop, 3))
-        labels = tf.cast(tf.random.uniform((n_train, len(FINDINGS)), maxval=2, dtype=tf.int32), tf.float32)
-    pool = images.shape[0]
+    pool = min(n_train, SYNTHETIC_POOL)
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
-    data = (tf.data.Dataset.range(n_train).shuffle(n_train).batch(spec.batch, drop_remainder=True)
-            .map(lambda index: (tf.gather(images, index % pool), tf.gather(labels, index)))
-            .prefetch(tf.data.AUTOTUNE))
+    rng = np.random.default_rng(spec.seed)
+    order = np.concatenate([rng.permutation(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
+    order = order.reshape(epochs * n_batches, spec.batch)
+    with tf.device("/cpu:0"):
+        images = tf.random.normal((pool, crop, crop, 3))
+        labels = tf.cast(tf.random.uniform((n_train, len(FINDINGS)), maxval=2, dtype=tf.int32), tf.float32)
+
+    if spec.input == "device":
+        with tf.device(device):
+            images, labels = tf.identity(images), tf.identity(labels)
+            steps = tf.unstack(tf.identity(tf.constant(order)))
+
+        @tf.function
+        def gather(index):
+            return tf.gather(images, index % pool), tf.gather(labels, index)
+
+        batches = (gather(index) for index in steps)
+        if gpu:
+            tf.test.experimental.sync_devices()
+    else:
+        data = tf.data.Dataset.from_tensor_slices(order).map(lambda index: (tf.gather(images, index % pool),
+                                                                            tf.gather(labels, index)))
+        data = data.apply(tf.data.experimental.prefetch_to_device(device)) if gpu else data.prefetch(tf.data.AUTOTUNE)
+        batches = iter(data)
 
     model = build_model(spec.model, crop, spec.weights)
     opt = spec.optimizer
-    model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
-                  loss=keras.losses.BinaryCrossentropy(from_logits=True), jit_compile=False)
-    model.fit(data, epochs=epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
+    optimizer = keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
+    loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+
+    @tf.function(jit_compile=False)
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    for epoch in range(1, epochs + 1):
+        start = time.perf_counter()
+        for _ in range(n_batches):
+            loss = train_step(*next(batches))
+        if gpu:
+            tf.test.experimental.sync_devices()
+        else:
+            loss.numpy()  # the step's ops have run
+        wall_s = time.perf_counter() - start
+        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch,
+                          "device": "gpu" if gpu else "cpu", "input": spec.input}), flush=True)
 
 
 if __name__ == "__main__":
