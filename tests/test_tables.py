@@ -224,11 +224,16 @@ def test_a_repeat_without_segments_has_an_empty_time_to_target_and_keeps_its_thr
 def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_path):
     measured = {**result(3.0, 1.0), "numerics": {
         "policy": "flush", "mode": "flush", "mxcsr": "0x9fe0", "mxcsr_ftz": True, "mxcsr_daz": True,
-        "numpy_thread_flushes": True, "framework_flushes": True}}
+        "numpy_thread_flushes": True, "framework_flushes": True, "gpu_float32": {
+            "policy": "highest", "settings": {"NVIDIA_TF32_OVERRIDE": "0"}, "device_kind": "gpu",
+            "median_relative_error": 2.8e-5, "precision": "tf32", "followed": False}}}
     records = load_records(write_records(tmp_path, record(spec(), measured, 0, [], "now", 5.0),
                                          record(spec(devices=2, strategy="dp"), None, 1, ["boom"], "now", 1.0)))
     runs, _ = tables(records)
     assert runs[["numerics", "flushes_denormals"]].values.tolist() == [["flush", True], ["flush", None]]
+    # a failed run's policy comes from its spec; what a product showed, only from a process that ran
+    assert runs["gpu_float32"].tolist() == ["highest", "highest"]
+    assert runs["float32_product"].tolist()[0] == "tf32" and pd.isna(runs["float32_product"].tolist()[1])
     env = environment_rows(records).iloc[0]
     cpu = records[0]["environment"]["cpu"]
     assert env["cpu"] == (f"{cpu['vendor']} family {cpu['family']} model {cpu['model']} stepping {cpu['stepping']} "

@@ -24,6 +24,11 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
     cudnn_autotune(on) -> dict           cuDNN's autotuning on or off in the framework's own terms,
                                          before it starts (idempotent); returns what it set
                                          ({flag or variable: value}, dlbench.numerics.CUDNN_AUTOTUNE)
+    gpu_float32(policy) -> dict          float32 products on GPUs in full float32 or TF32, in the
+                                         framework's own terms, before it starts (idempotent);
+                                         returns what it reads back (dlbench.numerics)
+    float32_product(a, b, placement)     a @ b of float32 numpy arrays, computed by the framework
+                                         on the run's device, as numpy
     teardown(placement)
 """
 from dataclasses import dataclass, field

@@ -19,6 +19,14 @@ def cudnn_autotune(on):
     return {}  # no cuDNN
 
 
+def gpu_float32(policy):
+    return {}  # no GPU
+
+
+def float32_product(a, b, placement):
+    return a @ b  # NumPy's, on the CPU
+
+
 def check(spec, device_kind):
     pass
 

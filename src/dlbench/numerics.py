@@ -21,9 +21,9 @@ is not x86-64 Linux the policy is recorded as "unsupported" and nothing changes.
 a numpy probe in a thread started afterwards, and the framework's own probe, run in its own
 worker threads (`backend.flushes_denormals()`).
 
-    python -m dlbench.numerics --framework pytorch --policy flush
+    python -m dlbench.numerics --framework pytorch --policy flush [--gpu-float32 tf32]
 
-applies the policy as the protocol does, sets the framework up on the CPU and prints the
+applies the policies as the protocol does, sets the framework up on the CPU and prints the
 measurement as JSON (tests/test_numerics.py runs it in every framework's environment).
 
 cuDNN's autotuning (`CUDNN_AUTOTUNE`) is the other policy the same for every framework: where it
@@ -31,6 +31,22 @@ is on, each convolution's algorithm is timed on its first call and the fastest k
 steps pay the search; the steady units run the fastest kernels). Each backend's
 `cudnn_autotune(on)` sets it in its framework's own terms and returns what it set, which the
 record keeps (`cudnn_autotune`).
+
+Float32 on GPUs (`numerics.gpu_float32`) is the GPU's denormal question: NVIDIA GPUs since Ampere
+can compute float32 matrix products and convolutions in TF32 (inputs rounded to 10 significand
+bits, float32 accumulation), and the frameworks ship with different choices (PyTorch: TF32 in
+cuDNN's convolutions, not in matmuls; TensorFlow and XLA: both). One policy for every framework:
+
+    highest   every float32 product in full float32 (the default: the same math everywhere)
+    tf32      TF32 allowed in matrix products and convolutions, in every framework
+
+Each backend's `gpu_float32(policy)` sets it in its framework's own terms (before the framework
+starts, idempotent, as cudnn_autotune) and returns what it reads back. `float32_product` then
+measures it: a float32 matrix product computed by the framework on the run's device, checked
+against float64 (`product_precision`: the median relative error tells float32 from TF32 from
+less). The record's `numerics.gpu_float32` holds the policy, the settings, the measured precision
+and whether it is the policy's (`followed`). On a CPU the products are float32 whatever the
+policy: the settings are still applied and recorded, and `followed` is null.
 """
 import argparse
 import ctypes
@@ -45,6 +61,15 @@ import threading
 import numpy as np
 
 POLICIES = ("flush", "framework-default")
+GPU_FLOAT32 = ("highest", "tf32")
+# The precision of a float32 product on a GPU under each policy (product_precision's words).
+GPU_FLOAT32_PRECISION = {"highest": "float32", "tf32": "tf32"}
+# A [256 x 64] x [64 x 256] product of uniform [0, 1) float32s (no cancellation: every relative
+# error is small and meaningful). Its median relative error against float64, numpy on this CPU:
+# 7e-8 in float32; with the inputs rounded as TF32 rounds them (10 significand bits) 2.8e-5,
+# as bfloat16 (7 bits) 2.4e-4. The bounds are the decades between them.
+PRODUCT_SHAPE = (256, 64, 256)
+PRECISION_BOUNDS = (("float32", 1e-6), ("tf32", 1e-4))
 FTZ = 0x8000            # MXCSR bit 15: a result that would be denormal is zero
 DAZ = 0x0040            # MXCSR bit 6: a denormal input is read as zero
 FENV_BYTES = 32         # sizeof(fenv_t) on x86-64 glibc: the x87 environment, then __mxcsr
@@ -136,8 +161,38 @@ def numpy_thread_flushes():
     return outcome["flushes"]
 
 
-def measure(policy, backend):
-    """The record's `numerics`: the policy, what was done, and what is measured in this process."""
+def product_operands(seed=0):
+    """The two float32 matrices of the precision probe (PRODUCT_SHAPE)."""
+    rng = np.random.default_rng(seed)
+    rows, inner, columns = PRODUCT_SHAPE
+    return rng.random((rows, inner), dtype=np.float32), rng.random((inner, columns), dtype=np.float32)
+
+
+def product_precision(a, b, product):
+    """{median_relative_error, precision} of a float32 product of a and b: precision is float32,
+    tf32 or lower (PRECISION_BOUNDS), from the error against the product in float64."""
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    error = float(np.median(np.abs(np.asarray(product, np.float64) - exact) / exact))
+    precision = next((name for name, bound in PRECISION_BOUNDS if error < bound), "lower")
+    return {"median_relative_error": error, "precision": precision}
+
+
+def gpu_float32(policy, settings, backend, placement):
+    """The record's `numerics.gpu_float32`: the policy, what the backend set for it (`settings`,
+    its gpu_float32's return), and the precision of a float32 product on the run's device.
+    `followed`: whether that is the policy's precision (null on a CPU, where no policy applies)."""
+    if policy not in GPU_FLOAT32:
+        raise ValueError(f"gpu_float32 must be one of {', '.join(GPU_FLOAT32)}, got {policy!r}")
+    a, b = product_operands()
+    measured = product_precision(a, b, backend.float32_product(a, b, placement))
+    gpu = placement.device_kind == "gpu"
+    return {"policy": policy, "settings": settings, "device_kind": placement.device_kind, **measured,
+            "followed": measured["precision"] == GPU_FLOAT32_PRECISION[policy] if gpu else None}
+
+
+def measure(spec, backend, placement, gpu_float32_settings):
+    """The record's `numerics`: the policies, what was done, and what is measured in this process."""
+    policy = spec.numerics
     bits = mxcsr()
     return {
         "policy": policy,
@@ -147,6 +202,7 @@ def measure(policy, backend):
         "mxcsr_daz": None if bits is None else bool(bits & DAZ),
         "numpy_thread_flushes": numpy_thread_flushes(),
         "framework_flushes": backend.flushes_denormals(),
+        "gpu_float32": gpu_float32(spec.gpu_float32, gpu_float32_settings, backend, placement),
     }
 
 
@@ -162,7 +218,7 @@ def cudnn_autotune(backend):
     return {"policy": "on" if CUDNN_AUTOTUNE else "off", "settings": backend.cudnn_autotune(CUDNN_AUTOTUNE)}
 
 
-def probe_spec(framework, policy, threads):
+def probe_spec(framework, policy, threads, gpu_float32="highest"):
     """A one-device CPU spec for setting a framework up without a workload (the probe's)."""
     from dlbench.specs import Convergence, Measure, Run
 
@@ -170,7 +226,7 @@ def probe_spec(framework, policy, threads):
                       max_warmup_units=1, steady_units=1)
     return Run(workload="probe", framework=framework, run_id="probe", repeat=1, seed=0, device="cpu", devices=1, nodes=1,
                strategy="single", mode=None, batch=1, threads=threads, measure=measure, convergence=Convergence(0, 1),
-               timeout_s=60.0, numerics=policy)
+               timeout_s=60.0, numerics=policy, gpu_float32=gpu_float32)
 
 
 def main():
@@ -178,17 +234,19 @@ def main():
                                                  "what is measured (JSON).")
     parser.add_argument("--framework", required=True)
     parser.add_argument("--policy", choices=POLICIES, required=True)
+    parser.add_argument("--gpu-float32", choices=GPU_FLOAT32, default="highest")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    spec = probe_spec(args.framework, args.policy, args.threads)
+    spec = probe_spec(args.framework, args.policy, args.threads, args.gpu_float32)
     from dlbench.frameworks import backend_module
 
     apply(spec.numerics)  # as dlbench.protocol.main: before the backend is imported
     backend = importlib.import_module(backend_module(args.framework))
     if hasattr(backend, "configure"):
         backend.configure(spec)
+    settings = backend.gpu_float32(spec.gpu_float32)
     placement = backend.setup(spec, "cpu", 0)
-    print(json.dumps({"framework": args.framework, **measure(spec.numerics, backend)}), flush=True)
+    print(json.dumps({"framework": args.framework, **measure(spec, backend, placement, settings)}), flush=True)
     backend.teardown(placement)
     sys.stderr.flush()
     os._exit(0)  # as the protocol: frameworks may leave non-daemon threads behind

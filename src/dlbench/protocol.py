@@ -6,8 +6,9 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
 
 1. Placement: the framework's backend (`dlbench.frameworks.<name>`) sets this process's
    threads (the run's threads shared by its processes), its devices and its process group,
-   and, before the framework starts, the numerics policies: denormals (`numerics.apply`) and
-   cuDNN's autotuning (`numerics.CUDNN_AUTOTUNE`, set by `backend.cudnn_autotune`).
+   and, before the framework starts, the numerics policies: denormals (`numerics.apply`),
+   cuDNN's autotuning (`numerics.CUDNN_AUTOTUNE`, set by `backend.cudnn_autotune`) and float32
+   on GPUs (`numerics.gpu_float32`: full float32 or TF32, set by `backend.gpu_float32`).
    The device is resolved the same way for every framework (`resolve_device`): `auto` uses
    GPUs when the machine has them; a framework that cannot see the machine's GPUs stops
    before training, with a message naming it, rather than being compared on the CPU.
@@ -110,6 +111,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
     numerics.apply(spec.numerics)  # again: data-parallel ranks started by spawn are new interpreters
     backend = backend_of(spec)
     cudnn_autotune = numerics.cudnn_autotune(backend)  # again, as the denormals policy
+    gpu_float32 = backend.gpu_float32(spec.gpu_float32)
     placement = backend.setup(spec, device_kind, rank)
     results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
@@ -119,7 +121,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
         results.update(framework_version=backend.version(), library_version=workload.library_version,
                        parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
-                       numerics=numerics.measure(spec.numerics, backend), cudnn_autotune=cudnn_autotune,
+                       numerics=numerics.measure(spec, backend, placement, gpu_float32), cudnn_autotune=cudnn_autotune,
                        **backend.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)
@@ -180,6 +182,7 @@ def main():
     if hasattr(backend, "configure"):
         backend.configure(spec)
     backend.cudnn_autotune(numerics.CUDNN_AUTOTUNE)  # before visible_gpus() starts the framework (XLA reads its flags then)
+    backend.gpu_float32(spec.gpu_float32)  # likewise: NVIDIA's libraries read their variables when they load
     node = nodes.this_node(spec)  # before anything starts: a multi-node run without its place stops here
     try:
         device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)

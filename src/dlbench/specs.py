@@ -75,6 +75,7 @@ class Run:
     convergence: Convergence
     timeout_s: float
     numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
+    gpu_float32: str     # float32 products on GPUs: "highest" or "tf32" (dlbench.numerics)
 
     @property
     def global_batch(self):

@@ -71,7 +71,7 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
     return dict(workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device=config["device"], threads=threads, measure=measure,
                 convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
-                numerics=config["numerics"]["denormals"], **fields)
+                numerics=config["numerics"]["denormals"], gpu_float32=config["numerics"]["gpu_float32"], **fields)
 
 
 def convergence_steps(section):

@@ -106,6 +106,9 @@ def run_row(record):
         # the run's numerics policy, and whether the framework's own ops flushed denormals (measured)
         "numerics": numerics.get("policy", spec.get("numerics")),
         "flushes_denormals": numerics.get("framework_flushes"),
+        # float32 products on GPUs: the policy, and the precision a product on the run's device showed
+        "gpu_float32": (numerics.get("gpu_float32") or {}).get("policy", spec.get("gpu_float32")),
+        "float32_product": (numerics.get("gpu_float32") or {}).get("precision"),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
         "first_segment_s": summary["first_segment_s"],

@@ -56,6 +56,21 @@ def cudnn_autotune(on):
     return {"chainer.config.autotune": chainer.global_config.autotune}
 
 
+def gpu_float32(policy):
+    """CuPy's TF32 switch (CUPY_TF32, off as CuPy ships), read when CuPy loads. Chainer has no
+    GPU build here (README, GPUs): on the CPU its products are numpy's, float32."""
+    os.environ["CUPY_TF32"] = "1" if policy == "tf32" else "0"
+    return {"CUPY_TF32": os.environ["CUPY_TF32"]}
+
+
+def float32_product(a, b, placement):
+    import chainer
+    import chainer.functions as F
+
+    target = device(placement)
+    return chainer.backend.CpuDevice().send(F.matmul(target.send(a), target.send(b)).array)
+
+
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown Chainer strategy {spec.strategy!r}, expected one of {STRATEGIES}")

@@ -111,6 +111,18 @@ def cudnn_autotune(on):
     return {"XLA_FLAGS": flags}
 
 
+def gpu_float32(policy):
+    """The precision of XLA's float32 dots and convolutions: highest (float32) or tensorfloat32
+    (JAX ships with neither set: XLA's default, which allows TF32 on GPUs)."""
+    jax.config.update("jax_default_matmul_precision", {"highest": "highest", "tf32": "tensorfloat32"}[policy])
+    return {"jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
+
+
+def float32_product(a, b, placement):
+    device = placement.handles["devices"][0]
+    return np.asarray(jax.jit(jax.numpy.matmul)(jax.device_put(a, device), jax.device_put(b, device)))
+
+
 def join_arguments(spec, node):
     """Where this node's process meets the others: node 0's address and the run's base port
     (the coordinator), this process's place, its devices (on GPUs: the node's first ones)."""

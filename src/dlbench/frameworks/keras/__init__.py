@@ -139,6 +139,18 @@ def cudnn_autotune(on):
     return engine().cudnn_autotune(on)
 
 
+def gpu_float32(policy):
+    return engine().gpu_float32(policy)
+
+
+def float32_product(a, b, placement):
+    """Keras' own product (keras.ops.matmul), in its engine's kernels, on its default device (the
+    GPU where the run has one)."""
+    import keras
+
+    return keras.ops.convert_to_numpy(keras.ops.matmul(a, b))
+
+
 def check(spec, device_kind):
     name = check_backend(spec)
     if spec.devices > 1 and name == "torch":

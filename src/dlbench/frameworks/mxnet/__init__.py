@@ -123,6 +123,24 @@ def cudnn_autotune(on):
     return {"MXNET_CUDNN_AUTOTUNE_DEFAULT": os.environ["MXNET_CUDNN_AUTOTUNE_DEFAULT"]}
 
 
+def gpu_float32(policy):
+    """MXNet 1.9 has no switch of its own: NVIDIA's libraries' override, read when they load.
+    highest: NVIDIA_TF32_OVERRIDE=0 (cuBLAS and cuDNN never use TF32); tf32: unset (cuDNN 8
+    may use TF32 in convolutions; whether MXNet's cuBLAS calls do, the measured product says)."""
+    if policy == "highest":
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+    else:
+        os.environ.pop("NVIDIA_TF32_OVERRIDE", None)
+    return {"NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE")}
+
+
+def float32_product(a, b, placement):
+    import mxnet as mx
+
+    context = contexts(placement)[0]
+    return mx.nd.dot(mx.nd.array(a, ctx=context), mx.nd.array(b, ctx=context)).asnumpy()
+
+
 def setup(spec, device_kind, rank):
     if rank != 0:
         raise ValueError(f"an MXNet run is one process a node, rank 0, not {rank}")

@@ -63,6 +63,18 @@ def cudnn_autotune(on):
     return {name: os.environ[name] for name in ("TF_CUDNN_USE_AUTOTUNE", "XLA_FLAGS")}
 
 
+def gpu_float32(policy):
+    """TF32 in matrix products and convolutions, on as TensorFlow ships, off for highest."""
+    tf.config.experimental.enable_tensor_float_32_execution(policy == "tf32")
+    return {"tf.config.experimental.tensor_float_32_execution_enabled":
+            tf.config.experimental.tensor_float_32_execution_enabled()}
+
+
+def float32_product(a, b, placement):
+    with tf.device("/gpu:0" if placement.device_kind == "gpu" else "/cpu:0"):
+        return tf.linalg.matmul(tf.constant(a), tf.constant(b)).numpy()
+
+
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown TensorFlow strategy {spec.strategy!r}, expected one of {STRATEGIES}")
