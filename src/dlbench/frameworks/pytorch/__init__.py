@@ -56,6 +56,23 @@ def cudnn_autotune(on):
     return {"torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark}
 
 
+def gpu_float32(policy):
+    """Full float32 (IEEE) or TF32 in cuBLAS' matrix products and cuDNN's convolutions and RNNs
+    (PyTorch ships with TF32 in cuDNN's convolutions only), through the fp32_precision settings
+    (PyTorch >= 2.9; mixing them with the older allow_tf32 flags is an error)."""
+    precision = {"highest": "ieee", "tf32": "tf32"}[policy]
+    settings = {"cuda.matmul": torch.backends.cuda.matmul, "cudnn.conv": torch.backends.cudnn.conv,
+                "cudnn.rnn": torch.backends.cudnn.rnn}
+    for setting in settings.values():
+        setting.fp32_precision = precision
+    return {f"torch.backends.{name}.fp32_precision": setting.fp32_precision for name, setting in settings.items()}
+
+
+def float32_product(a, b, placement):
+    target = device(placement)
+    return (torch.from_numpy(a).to(target) @ torch.from_numpy(b).to(target)).cpu().numpy()
+
+
 def launch(spec, target, args):
     """target(local rank, *args) here (single, dp, a ddp run of one device per node), or in one
     spawned process per device of this node (ddp). A ddp run's processes meet at the rendezvous
