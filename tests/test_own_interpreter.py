@@ -73,15 +73,15 @@ def test_the_running_interpreter_says_whether_an_env_file_built_it(tmp_path, mon
     (lambda tmp: tmp / "nowhere" / "python", "does not exist"),
     (lambda tmp: (tmp / "python").write_text("") or tmp / "python", "is not executable"),
 ], ids=["missing", "not-executable"])
-def test_a_bad_interpreter_stops_the_workflow_naming_the_key_and_path_before_anything_runs(tmp_path, workflow_copy,
-                                                                                        make, why):
+def test_a_bad_interpreter_stops_the_workflow_naming_the_key_and_path_before_anything_runs(tmp_path, make, why):
+    workflow = copy_workflow(tmp_path / "workflow")
     path = make(tmp_path)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"interpreters": {"pytorch": str(path)}}))
-    proc = snakemake(SMALL, "--cores", "1", *SMOKE, str(config), cwd=workflow_copy, check=False)
+    proc = snakemake(SMALL, "--cores", "1", *SMOKE, str(config), cwd=workflow, check=False)
     assert proc.returncode != 0
     assert f"config interpreters.pytorch: {path} {why}" in proc.stdout + proc.stderr, proc.stderr[-3000:]
-    assert not (workflow_copy / "results").exists()
+    assert not (workflow / "results").exists()
 
 
 def test_every_stack_in_your_interpreter_plans_no_environment_build(tmp_path, workflow_copy):
