@@ -35,7 +35,8 @@ DIMENSIONS = [
     ("grad", ["sparse"], lambda fw: "dense", lambda num, base: "sparse / dense grad"),
     ("devices", None, lambda fw: 1, lambda num, base: f"{num} / 1 devices"),
     ("nodes", None, lambda fw: 1, lambda num, base: f"{num} / 1 nodes"),   # the same devices over N nodes, the same strategy
-    ("input", ["synthetic"], lambda fw: "real", lambda num, base: "synthetic / real input"),
+    ("input", ["synthetic", "device"], lambda fw: "real", lambda num, base: f"{num} / real input"),
+    ("input", ["synthetic"], lambda fw: "device", lambda num, base: "synthetic / device input"),  # the copies' cost
     ("workers", None, lambda fw: 0, lambda num, base: f"{num} / 0 workers"),
     ("library", None, lambda fw: "pillow", lambda num, base: f"{num} / pillow"),   # image libraries (runs of no framework)
     ("runtime", None, lambda fw: "pytorch", lambda num, base: f"{num} / pytorch"),  # the exported models' runtimes
@@ -278,7 +279,8 @@ def comparisons(units, frameworks=None):
     - within a framework, one dimension changed and the other keys equal: sparse / dense grad,
       N / 1 devices (one ratio per N-device strategy; the 1-device side whatever its strategy),
       the same devices on N / 1 nodes,
-      synthetic / real input, W / 0 workers, an image library / pillow.
+      synthetic (or device) / real input, synthetic / device input (what copying each batch from
+      the host costs), W / 0 workers, an image library / pillow.
 
     The point keys that stay fixed are NaN where they do not apply; the compared dimension is
     NaN, except strategy, which for device ratios is the N-device side's."""

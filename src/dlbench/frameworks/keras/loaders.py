@@ -53,6 +53,43 @@ def run_batches(load, batch, workers):
     return _run_batches_class()(load, batch, workers)
 
 
+@functools.cache
+def _resident_batches_class():
+    import keras
+
+    class ResidentBatches(keras.utils.PyDataset):
+        """A PyDataset of arrays kept on the device, as RunBatches to fit (set_run, offset,
+        workers): the arrays (here) and each step's indices (set_run) are put on the backend's
+        device (keras.ops.convert_to_tensor), outside the clock; item i is the step offset + i's batch,
+        array k gathered there by keras.ops.take at the step's indices % len(array k). Read in
+        the training process (no workers): what the engine's trainer receives is already on its
+        device, and its own copy (jax.device_put, torch's .to) has nothing to move. Before
+        set_run, items are a stand-in, the first `batch` rows."""
+
+        def __init__(self, arrays, batch):
+            super().__init__(workers=0, use_multiprocessing=False)
+            self.lengths, self.offset = [len(array) for array in arrays], 0
+            self.arrays = tuple(keras.ops.convert_to_tensor(array) for array in arrays)
+            self.set_run(np.arange(batch).reshape(1, batch), np.zeros(1, dtype=np.int64))
+
+        def set_run(self, order, epochs):
+            self.steps = [tuple(keras.ops.convert_to_tensor(row % length) for length in self.lengths) for row in order]
+
+        def __len__(self):
+            return len(self.steps) - self.offset
+
+        def __getitem__(self, index):
+            indices = self.steps[self.offset + index]
+            return tuple(keras.ops.take(array, rows, axis=0) for array, rows in zip(self.arrays, indices))
+
+    return ResidentBatches
+
+
+def resident_batches(arrays, batch):
+    """A keras.utils.PyDataset of the run's order gathered on the device from `arrays` (ResidentBatches)."""
+    return _resident_batches_class()(arrays, batch)
+
+
 def tf_pipeline(dataset):
     """keras-tensorflow's input: a tf.data pipeline over the same items as the PyDataset
     `dataset` (from its offset on), each batch loaded by the same load(epoch, indices) through

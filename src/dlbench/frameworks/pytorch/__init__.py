@@ -131,17 +131,127 @@ def wrap(model, placement):
     return torch.compile(net, backend=COMPILE_BACKEND) if mode == COMPILE else net
 
 
-def on_device(batches, placement):
-    """Batches (tuples of tensors) moved to the run's device as they are iterated (nothing loads
-    before); in mode channels-last, 4-D image batches in that memory format, converted here, on
-    their way to the device, in every workload."""
+def to_device(batch, placement):
+    """A host batch (a tuple of tensors) on the run's device, asynchronously where it is pinned
+    (non_blocking); in mode channels-last, 4-D image batches in that memory format, converted
+    here, on their way to the device, in every workload. The one place where a batch leaves the
+    host (tests/test_inputs.py counts it)."""
     target = device(placement)
     channels_last = placement.handles["mode"] == CHANNELS_LAST
+    return tuple(tensor.to(target, non_blocking=True,
+                           memory_format=torch.channels_last if channels_last and tensor.dim() == 4
+                           else torch.preserve_format)
+                 for tensor in batch)
+
+
+def on_device(batches, placement):
+    """Host batches (tuples of tensors) on the run's device as they are iterated (nothing loads
+    before): on a CPU each as it comes (to_device: nothing to copy); on a GPU copied one batch
+    ahead, while the step before it runs (`copied_ahead`)."""
+    if placement.device_kind == "gpu":
+        yield from copied_ahead(batches, placement)
+        return
     for batch in batches:
-        yield tuple(tensor.to(target, non_blocking=True,
-                              memory_format=torch.channels_last if channels_last and tensor.dim() == 4
-                              else torch.preserve_format)
-                    for tensor in batch)
+        yield to_device(batch, placement)
+
+
+def copied_ahead(batches, placement, copied=None):
+    """On a GPU, as NVIDIA Apex's data_prefetcher: when batch i is handed to its step, batch i+1
+    is already queued for the device on a side stream, so that its copy runs while step i
+    computes. The step's stream waits for its own batch's copy only (its event), and
+    record_stream tells the caching allocator that the step's stream uses the batch, so that its
+    memory goes to no later copy before the step is done. copied(event), if given, is told the
+    event of each batch's copy as soon as it is queued (a caller refilling its pinned host
+    buffers waits for it: `gathered`)."""
+    stream = torch.cuda.Stream(device(placement))
+
+    def queue(batch):
+        with torch.cuda.stream(stream):
+            moved = to_device(batch, placement)
+        done = stream.record_event()
+        if copied is not None:
+            copied(done)
+        return moved, done
+
+    ahead = None
+    for batch in batches:
+        queued = queue(batch)
+        if ahead is not None:
+            yield _handed(*ahead)
+        ahead = queued
+    if ahead is not None:
+        yield _handed(*ahead)
+
+
+def _handed(batch, copied):
+    """A batch copied on the side stream, for the current stream's step (copied_ahead)."""
+    step_stream = torch.cuda.current_stream()
+    step_stream.wait_event(copied)
+    for tensor in batch:
+        tensor.record_stream(step_stream)
+    return batch
+
+
+class _PinnedGather:
+    """Host batches gathered by index into two reused pinned buffers (index_select(out=...): no
+    allocation and no pinning per step), for copied_ahead. A buffer is refilled only once its
+    last copy to the device is done (that copy's event): the host runs at most two batches ahead
+    of the copies, which run ahead of the steps anyway."""
+
+    SLOTS = 2
+
+    def __init__(self, tensors, indices):
+        self.tensors, self.indices = tensors, indices
+        self.buffers = [tuple(torch.empty((len(index[0]), *tensor.shape[1:]), dtype=tensor.dtype, pin_memory=True)
+                              for tensor, index in zip(tensors, indices)) for _ in range(self.SLOTS)]
+        self.copies = [None] * self.SLOTS
+        self.slot = None
+
+    def __iter__(self):
+        for step in range(len(self.indices[0])):
+            self.slot = step % self.SLOTS
+            if self.copies[self.slot] is not None:
+                self.copies[self.slot].synchronize()
+            yield tuple(torch.index_select(tensor, 0, index[step], out=out)
+                        for tensor, index, out in zip(self.tensors, self.indices, self.buffers[self.slot]))
+
+    def copied(self, event):
+        self.copies[self.slot] = event
+
+
+def gathered(tensors, indices, placement):
+    """Batches gathered by index from host tensors, on the run's device (synthetic input): step
+    i takes tensors[k].index_select(0, indices[k][i]) of each tensor k (indices: int64 arrays
+    (steps, batch), one a tensor). Made here, outside the clock; gathered as iterated. On a
+    CPU, a fresh gather each step, nothing pinned, no stream (to_device keeps it where it is).
+    On a GPU, gathered into reused pinned buffers (`_PinnedGather`, allocated here) and copied
+    one batch ahead on a side stream (`copied_ahead`)."""
+    indices = [torch.from_numpy(index) for index in indices]
+    if placement.device_kind != "gpu":
+        return (to_device(tuple(tensor.index_select(0, index[step]) for tensor, index in zip(tensors, indices)),
+                          placement)
+                for step in range(len(indices[0])))
+    host = _PinnedGather(tensors, indices)
+    return copied_ahead(host, placement, copied=host.copied)
+
+
+def resident(tensors, indices, placement):
+    """Batches gathered by index on the device (`device` input: the compute-only bound): the
+    tensors and every step's indices (as `gathered` takes them) are put on the run's device
+    once, here, outside the clock; step i gathers its batch there (index_select on device
+    tensors), and nothing leaves the host inside a step. In mode channels-last the 4-D batches
+    are converted on the device (index_select returns them contiguous)."""
+    target = device(placement)
+    tensors = [tensor.to(target) for tensor in tensors]
+    steps = [torch.from_numpy(index).to(target).unbind(0) for index in indices]
+    channels_last = placement.handles["mode"] == CHANNELS_LAST
+
+    def batch(step):
+        gathered = (tensor.index_select(0, index[step]) for tensor, index in zip(tensors, steps))
+        return tuple(t.contiguous(memory_format=torch.channels_last) if channels_last and t.dim() == 4 else t
+                     for t in gathered)
+
+    return (batch(step) for step in range(len(indices[0])))
 
 
 def barrier(placement):

@@ -7,8 +7,12 @@ Input "real": a Chainer dataset whose k-th example is the k-th sample of the run
 step's epoch, its index), decoded with Pillow and cropped, flipped and normalised by the shared
 code (dlbench.workloads.chestxray.images, as PyTorch's loader), through a MultiprocessIterator
 with `workers` worker processes (SerialIterator with 0), iterated once over the run's order.
-Input "synthetic": the task's random tensors, gathered by index in this process. Evaluation
-reads the real images (centre crop) in both modes through an iterator of its own.
+Input "synthetic": the task's random tensors, gathered by index in this process and sent to
+the device each step. Input "device": the same tensors, labels and the run's order sent to the
+device once, outside the clock, each batch gathered there (its array module's indexing).
+Chainer has no GPU build here (README, "GPUs"): its device is the CPU, where nothing is copied
+either way, and no GPU idiom (a CuPy stream copying ahead) is written. Evaluation reads the
+real images (centre crop) in every input through an iterator of its own.
 """
 from pathlib import Path
 
@@ -209,7 +213,7 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
         self.loss_fn = F.sigmoid_cross_entropy  # the mean over the samples' 14 findings
         if self.spec.input == "real":
             self.train_set, self.iterator = training_iterator(self)
-        else:
+        else:  # in host memory (device input: the source of its one copy)
             self.images, self.labels = self.synthetic_images, self.synthetic_labels.astype(np.int32)
 
     def batches(self, order, epochs):
@@ -218,6 +222,9 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
             # This process's batches of the in-memory set, gathered by index (no iterator).
             return ((device.send(self.images[indices % len(self.images)]), device.send(self.labels[indices]))
                     for indices in order)
+        if self.spec.input == "device":
+            images, labels, pooled, indices = device.send((self.images, self.labels, order % len(self.images), order))
+            return ((images[pooled[step]], labels[indices[step]]) for step in range(len(order)))
         self.train_set.set_order(order, epochs)  # before the iterator's worker pool starts (forked with it)
         return on_device(started(self.iterator, self.spec.workers), device)
 

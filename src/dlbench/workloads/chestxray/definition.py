@@ -58,7 +58,8 @@ class ChestXrayData:
 @dataclass(frozen=True)
 class ChestXraySpec(Run):
     model: DenseNetModel
-    input: str           # real: files through the framework's loader; synthetic: tensors in memory
+    input: str           # real: files through the framework's loader; synthetic: tensors in host memory,
+                         # copied each step; device: the same tensors on the device, gathered there
     workers: int
     optimizer: Adam      # the learning rate is scaled by the device count, as the study did
     weights: str | None  # ImageNet weights in the framework's own format
@@ -127,8 +128,9 @@ DECODE_COLUMNS = ("library", "format", "workers", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, input, devices, nodes, strategy, mode, repeat}: real files or synthetic tensors,
-    1 vs N devices, on 1 or N nodes, in each of the framework's modes."""
+    """Rows {framework, input, devices, nodes, strategy, mode, repeat}: real files, synthetic tensors
+    copied from the host or already on the device, 1 vs N devices, on 1 or N nodes, in each of the
+    framework's modes."""
     chestxray = config["chestxray"]
     return [
         {"framework": framework, "input": kind, "devices": devices, "nodes": nodes, "strategy": strategy,

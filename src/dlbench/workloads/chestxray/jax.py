@@ -10,7 +10,12 @@ device count. Input "real": the preprocessed images of the run's order through g
 (dlbench.frameworks.jax.loaders.Feed, one round read as far as the run goes: PIL decode, the crop and
 flip the shared seed draws for each step's epoch and sample, normalise, in the consuming thread
 or in `workers` persistent worker processes); "synthetic": the task's random tensors (channels
-last) in host memory, gathered by index % pool in the consuming thread, no loader. Evaluation
+last) in host memory, gathered by index % pool in the consuming thread, no loader, and on a GPU
+placed one batch ahead (jax.device_put before the step before it is dispatched: both run
+asynchronously, so the copy overlaps that step; on a CPU there is nothing to overlap, as Keras'
+JAX trainer says); "device": the same tensors (replicated over the mesh) and every step's indices
+(sharded as its batch) placed once, outside the clock, each batch gathered on the devices by a
+jitted take: no transfer from the host in a step. Evaluation
 decodes the validation and test images through a grain loader of its own with `workers` workers
 too (kept for the run: one round per evaluation, after each convergence segment while the
 training order is still being read, and the final test). One jit-compiled step per batch
@@ -18,6 +23,7 @@ training order is still being read, and the final test). One jit-compiled step p
 """
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -188,7 +194,7 @@ class JaxChestXray(WorkloadMethods, ChestXray):
         adam = make_adam(self.spec, self.learning_rate)
         self.training = Training(self.placement, self.model, adam, sigmoid_cross_entropy)
         spec = self.spec
-        if spec.input == "synthetic":  # the loader's copy in host memory, as MNIST keeps its data
+        if spec.input in ("synthetic", "device"):  # the loader's copy in host memory, as MNIST keeps its data
             self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels
             del self.synthetic_images, self.synthetic_labels
         else:
@@ -212,12 +218,25 @@ class JaxChestXray(WorkloadMethods, ChestXray):
     def batches(self, order, epochs):
         if self.spec.input == "real":
             return feed_order(self.placement, self.loader, order, epochs)
-        return self._synthetic_batches(order)
+        if self.spec.input == "device":
+            return self._resident_batches(order)
+        batches = self._synthetic_batches(order)
+        return one_ahead(batches) if self.placement.device_kind == "gpu" else batches
 
     def _synthetic_batches(self, order):
         """The process's batches of the in-memory set, gathered by index (no loader)."""
         for indices in order:
             yield place_batch(self.placement, (self.images[indices % len(self.images)], self.labels[indices]))
+
+    def _resident_batches(self, order):
+        """Input "device": the pool and the labels replicated on the devices, each step's
+        indices (by index % pool, by index) placed as its batch is, all here, outside the clock;
+        a step's batch is gathered on the devices."""
+        handles = self.placement.handles
+        pool = jax.device_put((self.images, self.labels), handles["replicated"])
+        steps = [place_batch(self.placement, (indices % len(self.images), indices)) for indices in order]
+        gather = jax.jit(lambda pool, step: (pool[0][step[0]], pool[1][step[1]]), out_shardings=handles["batch"])
+        return (gather(pool, step) for step in steps)
 
     def train_step(self, batch):
         return self.training(*batch)
@@ -238,6 +257,19 @@ class JaxChestXray(WorkloadMethods, ChestXray):
 
     def to_model_layout(self, inputs):
         return to_nhwc(inputs)
+
+
+def one_ahead(batches):
+    """Each batch's transfer queued before the previous batch is handed to its step: with JAX's
+    asynchronous dispatch, the copy runs while that step computes (as Keras' JAX trainer feeds
+    a GPU, its _one_batch_ahead_iterator)."""
+    ahead = None
+    for batch in batches:
+        if ahead is not None:
+            yield ahead
+        ahead = batch
+    if ahead is not None:
+        yield ahead
 
 
 WORKLOAD = JaxChestXray

@@ -11,7 +11,14 @@ pillow-simd, as keras.utils.load_img does) and applies the shared crop, flip and
 (dlbench.workloads.chestxray.images.train_transform, drawn from the seed, the epoch and the index), channels last;
 `workers` Keras worker processes (none: in the training process). Input "synthetic": the task's
 random tensors in memory (NHWC), each batch gathered by index % pool in the training process,
-nothing decoded, no workers (as in every framework).
+nothing decoded, no workers (as in every framework), and copied as each engine's trainer copies:
+on a GPU, Keras' JAX trainer puts the next batch on the device one ahead
+(_one_batch_ahead_iterator), its torch trainer converts each batch in the step (torch.as_tensor
+onto the device: no overlap, Keras 3.15 offers none), keras-tensorflow's tf.data pipeline is read
+by the default strategy, which copies it in the step. Input "device" (keras-jax, keras-torch):
+the same tensors and every step's indices on the device once, outside the clock (set_run),
+each batch gathered there with keras.ops.take (`resident_batches`); not on keras-tensorflow,
+whose trainer reads fit's input through tf.data, in host memory.
 """
 from pathlib import Path
 
@@ -22,7 +29,8 @@ from keras import layers
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import WorkloadMethods
-from dlbench.frameworks.keras.loaders import run_batches
+from dlbench.contract import NotApplicable
+from dlbench.frameworks.keras.loaders import resident_batches, run_batches
 from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name, has_densenet121_architecture
 from dlbench.workloads.chestxray.task import ChestXray
 
@@ -139,6 +147,13 @@ def train_data(workload):
 class KerasChestXray(WorkloadMethods, ChestXray):
     inputs_to_keras = staticmethod(to_nhwc)
 
+    @classmethod
+    def check(cls, spec, device_kind):
+        super().check(spec, device_kind)
+        if spec.input == "device" and spec.framework == "keras-tensorflow":
+            raise NotApplicable("input device: Keras' TensorFlow trainer reads fit's input through tf.data, whose "
+                                "datasets live in host memory: it has no input of tensors on the device")
+
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         with backend.scope(self.placement):
@@ -154,6 +169,9 @@ class KerasChestXray(WorkloadMethods, ChestXray):
             return
         images, labels = to_nhwc(self.synthetic_images), self.synthetic_labels
         del self.synthetic_images, self.synthetic_labels  # the PyDataset's copy only
+        if self.spec.input == "device":
+            self.train_data = resident_batches((images, labels), self.spec.global_batch)
+            return
 
         def load(epoch, indices):
             return images[indices % len(images)], labels[indices]

@@ -6,8 +6,14 @@ the model zoo's DenseNet (14 logits, sigmoid
 Input "real": a Gluon Dataset that decodes the preprocessed images with mx.image.imread
 (MXNet's OpenCV) and crops, flips, scales and normalises them with MXNet operators, the crop
 and flip drawn from the shared seed for (epoch, index); a Gluon DataLoader with `workers`
-worker processes, started once and iterated once over the run's order. Input "synthetic":
-the task's random tensors as NDArrays, each batch gathered with nd.take. Evaluation reads the
+worker processes, started once and iterated once over the run's order (pinned on a GPU).
+Input "synthetic": the task's random tensors as host NDArrays, each batch gathered with nd.take;
+on a GPU with one context, each batch's gather and its copy (as_in_context) are pushed to
+MXNet's asynchronous engine one batch ahead, so that the copy runs while the step before
+computes (with several contexts split_and_load copies each its slice in the step). Input
+"device": the same tensors and the run's order put on the first context once, outside the
+clock, each batch gathered there with nd.take (with several contexts split_and_load sends the
+others their slices from there, device to device). Evaluation reads the
 real images (centre crop) in both modes through a DataLoader of its own, with its own worker
 pool: it runs between convergence segments, while the training loader's iteration is open.
 
@@ -206,6 +212,19 @@ TORCH_KINDS = {"weight": ("_weight", "_gamma"), "bias": ("_bias", "_beta"),
                "running_mean": ("_running_mean",), "running_var": ("_running_var",)}
 
 
+def copied_ahead(batches, ctx):
+    """Each host batch's copy to ctx pushed to MXNet's engine before the batch before it is
+    handed to its step: the engine runs it asynchronously, beside that step."""
+    ahead = None
+    for batch in batches:
+        copied = tuple(array.as_in_context(ctx) for array in batch)
+        if ahead is not None:
+            yield ahead
+        ahead = copied
+    if ahead is not None:
+        yield ahead
+
+
 class MXNetChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         import mxnet as mx
@@ -231,7 +250,7 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)  # mean over the 14 per sample
         if self.spec.input == "real":
             self.sampler, self.train_loader = training_loader(self)
-        else:
+        else:  # in host memory (device input: the source of its one copy)
             self.images = mx.nd.from_numpy(self.synthetic_images, zero_copy=True)
             self.labels = mx.nd.array(self.synthetic_labels, dtype="float32")
         if self.placement.rank == 0:
@@ -244,9 +263,15 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         if self.spec.input == "real":
             self.sampler.set_order(order, epochs)
             return self.train_loader
-        indices = mx.nd.array(order, dtype="int64")
-        pooled = mx.nd.array(order % self.images.shape[0], dtype="int64")
-        return ((mx.nd.take(self.images, pooled[i]), mx.nd.take(self.labels, indices[i])) for i in range(len(order)))
+        # device input: everything on the first context, now; synthetic: the host arrays
+        ctx = self.contexts[0] if self.spec.input == "device" else mx.cpu()
+        images, labels = self.images.as_in_context(ctx), self.labels.as_in_context(ctx)
+        indices = mx.nd.array(order, dtype="int64", ctx=ctx)
+        pooled = mx.nd.array(order % self.images.shape[0], dtype="int64", ctx=ctx)
+        batches = ((mx.nd.take(images, pooled[i]), mx.nd.take(labels, indices[i])) for i in range(len(order)))
+        if self.spec.input == "synthetic" and self.placement.device_kind == "gpu" and len(self.contexts) == 1:
+            return copied_ahead(batches, self.contexts[0])
+        return batches
 
     def eval_inputs(self, paths):
         self.eval_sampler.paths = list(paths)

@@ -5,8 +5,12 @@ The model is torchvision's DenseNet-BC, with its module names (so torchvision's 
 checkpoints load: `load_imagenet_weights`). Input "real": a Dataset keyed by (epoch, index)
 that decodes with PIL (the pillow-simd the environment has) and applies the shared random
 crop, flip and normalisation, in a DataLoader whose persistent workers start in
-build_training. Input "synthetic": the task's random tensors, gathered by index in this
-process, no loader.
+build_training; on a GPU it pins its batches and each is copied to the device one batch ahead
+(backend.on_device). Input "synthetic": the task's random tensors in host memory, each batch
+gathered by index in this process, no loader; on a GPU into reused pinned buffers, copied one
+batch ahead on a side stream (backend.gathered). Input "device": the same tensors, labels and
+the run's order put on the device once, outside the clock, each batch gathered there
+(backend.resident).
 """
 import re
 from collections import OrderedDict
@@ -239,27 +243,19 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate,
                                           betas=(opt.beta1, opt.beta2), eps=opt.eps)
         self.loss_fn = nn.BCEWithLogitsLoss()
-        self.pin_memory = gpu
-        if self.spec.input == "synthetic":
+        if self.spec.input in ("synthetic", "device"):
             self.images = torch.from_numpy(self.synthetic_images)
             self.labels = torch.from_numpy(self.synthetic_labels)
         else:
             self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec, gpu)
 
     def batches(self, order, epochs):
-        if self.spec.input == "synthetic":
-            return backend.on_device(self._synthetic_batches(order), self.placement)
-        self.sampler.set_order(order, epochs)
-        return backend.on_device(self.loader, self.placement)
-
-    def _synthetic_batches(self, order):
-        """This process's batches of the in-memory set, gathered by index (no loader)."""
-        for indices in order:
-            index = torch.from_numpy(indices)
-            images, labels = self.images.index_select(0, index % len(self.images)), self.labels.index_select(0, index)
-            if self.pin_memory:
-                images, labels = images.pin_memory(), labels.pin_memory()
-            yield images, labels
+        if self.spec.input == "real":
+            self.sampler.set_order(order, epochs)
+            return backend.on_device(self.loader, self.placement)
+        # the images by index % pool, the labels by index (no loader)
+        place = backend.resident if self.spec.input == "device" else backend.gathered
+        return place((self.images, self.labels), (order % len(self.images), order), self.placement)
 
     def train_step(self, batch):
         images, labels = batch

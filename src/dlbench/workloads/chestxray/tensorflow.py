@@ -10,10 +10,14 @@ decode_jpeg or decode_png, the crop at (top, left) and the flip that the shared 
 value replicated to 3 channels and ImageNet-normalised), `workers` parallel map calls;
 "synthetic": the task's random images as host tensors (NHWC), gathered by index % pool in
 tf.data, nothing decoded. Either way one dataset over the run's order, each replica taking its
-shard of the process's batches (dlbench.frameworks.tensorflow.distribute), and one
+shard of the process's batches (dlbench.frameworks.tensorflow.distribute), on a GPU prefetched
+to each replica's device one batch ahead (tf.data's prefetch_to_device), and one
 tf.function step per batch (strategy.run) is called from the protocol's loop, as Keras' fit
 with steps_per_execution=1 (the old script traced a whole epoch into one graph; the shared
-protocol owns the loop). Evaluation makes a tf.data pipeline of its own each time: it runs
+protocol owns the loop). Input "device": the same images and labels and each replica's shards of
+the run's order copied to each replica's device once, outside the clock (tf.identity under
+tf.device), each step's batch gathered there by eager tf.gather (no tf.data: its datasets live in
+host memory). Evaluation makes a tf.data pipeline of its own each time: it runs
 between convergence segments, while the training dataset's iterator is open.
 """
 import contextlib
@@ -25,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
+from dlbench.contract import shard
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as backend
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
@@ -98,7 +103,7 @@ class TrainLoader:
         return data.with_options(loader_options(self.workers))
 
     def batches(self, order, epochs):
-        return distribute(self.workload.placement, order, lambda shards: self.dataset(shards, epochs))
+        return distribute(self.workload.placement, order, lambda shards: self.dataset(shards, epochs), to_device=True)
 
 
 # --- training --------------------------------------------------------------------------------------
@@ -179,7 +184,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.recomputing_model = RecomputingDenseNet(self.model)
         if self.spec.input == "real":
             self.loader = TrainLoader(self)
-        else:  # the input pipeline's copy in host memory, as MNIST keeps its data
+        else:  # the input pipeline's copy in host memory, as MNIST keeps its data (device: the source of its copies)
             self.images = host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
             self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
@@ -197,6 +202,8 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
     def batches(self, order, epochs):
         if self.spec.input == "real":
             return self.loader.batches(order, epochs)
+        if self.spec.input == "device":
+            return self.resident_batches(order)
         pool = self.images.shape[0]
 
         def make_dataset(shards):
@@ -205,7 +212,30 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
                     .map(lambda i: (tf.gather(self.images, i % pool), tf.gather(self.labels, i)))
                     .with_options(loader_options(0)))
 
-        return distribute(self.placement, order, make_dataset)
+        return distribute(self.placement, order, make_dataset, to_device=True)
+
+    def resident_batches(self, order):
+        """Input "device": on each of this process's replica devices, the images, the labels and
+        its shard of every step's indices (by index % pool, by index), put there now; step i
+        gathers replica r's batch on replica r's device. One replica: the tensors themselves, as
+        `distribute` gives its dataset's; several: per-replica values for strategy.run."""
+        dist, local = self.strategy, self.placement.local_devices
+        pool, replicas = self.images.shape[0], []
+        for r, device in enumerate(dist.extended.worker_devices):
+            shards = np.stack([shard(b, r, local) for b in order])
+            with tf.device(device):
+                replicas.append((device, tf.identity(self.images), tf.identity(self.labels),
+                                 tf.unstack(tf.identity(shards % pool)), tf.unstack(tf.identity(shards))))
+
+        def gathered(r, step):
+            device, images, labels, pooled, indices = replicas[r]
+            with tf.device(device):
+                return tf.gather(images, pooled[step]), tf.gather(labels, indices[step])
+
+        if local == 1:
+            return (gathered(0, step) for step in range(len(order)))
+        return (dist.experimental_distribute_values_from_function(
+            lambda context, step=step: gathered(context.replica_id_in_sync_group, step)) for step in range(len(order)))
 
     def eval_inputs(self, paths):
         """The images of `paths` decoded and centre-cropped by tf.data, as NCHW float32 batches."""
