@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The harness's overhead on one GPU (#33 item 3): harness / bare for PyTorch and JAX DenseNet-121
+# at batch 64, synthetic and device inputs, 2 interleaved rounds each (benchmarks/overhead.py),
+# and the host's cost of one batch's input path before and after (benchmarks/input_copy.py).
+# For a lent GPU machine whose frameworks are installed in one interpreter (python3, or
+# $PYTHON), without the workflow's venvs or internet. Everything ends by DEADLINE seconds
+# (default 540, inside a 10-minute command): a step that would start later is skipped, and one
+# running then is stopped (overhead.py writes each round's row as it ends). Most of the time is
+# process starts, cuDNN's and XLA's autotuning and XLA's compilation. From the repository root:
+#
+#     bash benchmarks/gpu_check.sh            # writes $OUT (default results/gpu-check):
+#         overhead.csv     a row per round: workload, framework, device, input, harness and bare /s, ratio
+#         input_copy.txt   the input path's host time per step, median and range
+#         gpu_check.log    everything printed
+#
+# What it needs that such a machine may lack, carried as wheels in .whl/ (ignored by git; the
+# script installs them into /tmp/site when the folder is there): snakemake (load_config
+# validates the config with it) and grain (the JAX harness's evaluation loader). On this
+# repository's machine, for Python 3.12:
+#
+#     python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#       -d .whl snakemake==9.27.1 snakemake-interface-common==1.23.0 snakemake-interface-logger-plugins==2.1.0 \
+#       snakemake-interface-storage-plugins==4.4.1 jsonschema==4.26.0 jsonschema-specifications==2025.9.1 \
+#       referencing==0.37.0 rpds-py==0.30.0 jsonpointer==3.1.1 rfc3339-validator==0.1.4 dpath==2.2.0 \
+#       tenacity==9.2.1 yte==1.9.4 grain==0.2.18 array-record==0.8.6 portpicker==1.6.0
+#
+# (what `from dlbench.config import load_config` imports beyond numpy, PyYAML, attrs, idna, six
+# and typing_extensions, checked in an interpreter without site-packages; grain's own needs
+# beyond absl-py, cloudpickle, etils, numpy and protobuf.)
+#
+# The data: a DenseNet-121 spec at overhead.py's point reads the prepared label file (its
+# training rows size the epoch and the synthetic pool) and, for the harness's final test
+# evaluation, the preprocessed test images through the image manifest the spec names. The
+# workflow's label rule needs the torchxrayvision wheel (the NIH label file); instead this
+# writes a label file of synthetic rows (TRAIN training images, 8 validation, 8 test; random
+# findings) with the project's own writer, and then runs the workflow's two image rules' scripts
+# as the rules do: prepare.py images draws the synthetic 1024x1024 PNGs, preprocess.py resizes
+# them to 264 JPEGs (with this interpreter's Pillow, under the manifest name the spec reads,
+# pillow-simd-jpeg.csv). Neither input kind reads a training image; they are there as the
+# workflow would have them. It writes results/data/chestxray and stops if that is there.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-results/gpu-check}
+PYTHON=${PYTHON:-python3}
+TRAIN=${TRAIN:-1280}      # 20 steps of 64 per bare epoch
+EPOCHS=${EPOCHS:-3}       # bare epochs, the first warm-up
+DEADLINE=${DEADLINE:-540}  # seconds from the start
+ROUNDS=${ROUNDS:-2}
+THREADS=${THREADS:-4}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+export PYTHONUNBUFFERED=1 PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+# XLA's compilations kept across the runs' processes: each trace compiles once (not timed either way)
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/dlbench-jax-cache}
+if [ -d .whl ]; then
+  "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site" || { echo "the carried wheels did not install"; exit 1; }
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+git describe --always --dirty 2>/dev/null
+"$PYTHON" - <<'EOF'
+import importlib, sys
+print("python", sys.version.split()[0])
+for name in ("torch", "jax", "flax", "optax", "grain", "PIL", "yaml", "snakemake", "psutil", "pynvml"):
+    try:
+        module = importlib.import_module(name)
+        print(f"  {name} {getattr(module, '__version__', '')}")
+    except ImportError as err:
+        print(f"  {name} MISSING: {err}")
+EOF
+
+DATA=results/data/chestxray
+if [ -e "$DATA" ]; then
+  echo "$DATA is there: this check writes its own minimal data; run it in a copy without it"; exit 1
+fi
+start=$SECONDS
+"$PYTHON" - "$DATA/labels.csv" "$TRAIN" <<'EOF' || exit 1
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dlbench.workloads.chestxray.labels import FINDINGS, LabelRow, write_labels_csv
+
+path, train = Path(sys.argv[1]), int(sys.argv[2])
+path.parent.mkdir(parents=True, exist_ok=True)
+rng = np.random.default_rng(42)
+counts, rows, i = {"train": train, "valid": 8, "test": 8}, {}, 0
+for split, n in counts.items():
+    rows[split] = []
+    for _ in range(n):
+        rows[split].append(LabelRow(f"{i:08d}_000.png", i, (rng.random(len(FINDINGS)) < 0.1).astype(np.uint8)))
+        i += 1
+write_labels_csv(path, rows)
+print(f"{path}: {counts} synthetic label rows")
+EOF
+"$PYTHON" src/dlbench/workloads/chestxray/scripts/prepare.py images --labels "$DATA/labels.csv" \
+  --synthetic-dir "$DATA/synthetic" --seed 42 --threads 16 --manifest "$DATA/images.csv" || exit 1
+"$PYTHON" src/dlbench/workloads/chestxray/scripts/preprocess.py --manifest "$DATA/images.csv" --reader pillow \
+  --format jpeg --size 264 --threads 16 --out-dir "$DATA/264/pillow-simd-jpeg" \
+  --out-manifest "$DATA/264/pillow-simd-jpeg.csv" || exit 1
+echo "data: $((SECONDS - start)) s"
+
+# DenseNet-121 at batch 64 on the GPU; units of at least 1 s and 10 steps, evaluation in-thread.
+CONFIG=/tmp/dlbench-gpu-check.yaml
+cat > "$CONFIG" <<EOF
+device: gpu
+measurement: {steady_units: 3, min_unit_seconds: 1.0, min_unit_steps: 10, max_warmup_units: 2}
+chestxray:
+  blocks: [6, 12, 24, 16]
+  batch: 64
+  subset: {train: $TRAIN, valid: 8, test: 8}
+  devices: [1]
+  workers: 0
+EOF
+
+start=$SECONDS
+timeout 60 "$PYTHON" benchmarks/input_copy.py --steps 50 --threads "$THREADS" | tee "$OUT/input_copy.txt"
+echo "input_copy: $((SECONDS - start)) s"
+for input in synthetic device; do
+  for framework in pytorch jax; do
+    left=$((DEADLINE - SECONDS))
+    if [ "$left" -lt 40 ]; then echo "overhead $framework $input SKIPPED: ${left} s left"; continue; fi
+    start=$SECONDS
+    timeout "$left" "$PYTHON" benchmarks/overhead.py --workload chestxray --framework "$framework" --input "$input" \
+      --device gpu --python "$PYTHON" --rounds "$ROUNDS" --epochs "$EPOCHS" --threads "$THREADS" \
+      --configfile config.yaml "$CONFIG" --out "$OUT/overhead.csv" || echo "overhead $framework $input FAILED"
+    echo "overhead $framework $input: $((SECONDS - start)) s"
+  done
+done
+cat "$OUT/overhead.csv"
