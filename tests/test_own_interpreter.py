@@ -184,3 +184,35 @@ def test_a_stack_in_your_interpreter_runs_is_recorded_reruns_alone_and_moves(tmp
     run = json.loads((after / SMALL).read_text())
     assert run["status"] == "ok", run["error"]
     assert run["environment"]["interpreter"]["executable"] == str(after / "my-pytorch" / "bin" / "python")
+
+
+JAX_SMALL = SMALL.replace("/pytorch/", "/jax/").replace("mode~eager", "mode~jit")
+
+
+@pytest.mark.slow  # prepares MNIST and trains JAX's small model twice
+def test_a_version_the_private_api_was_not_written_for_fails_the_run_or_runs_under_the_recorded_override(tmp_path):
+    """JAX's internals module, in a copy, says it was written for another version: the run fails
+    naming both; with private_api_override the next invocation runs it again and it goes on, its record and
+    the environment table naming both versions."""
+    workflow = copy_workflow(tmp_path / "workflow")
+    internals = workflow / "src" / "dlbench" / "frameworks" / "jax" / "internals.py"
+    text = internals.read_text()
+    assert 'WRITTEN_FOR = {"jax": "0.10.2",' in text
+    internals.write_text(text.replace('WRITTEN_FOR = {"jax": "0.10.2",', 'WRITTEN_FOR = {"jax": "0.9.0",'))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"mnist": {"source": {"kind": "idx", "location": str(write_idx_digits(tmp_path / "mnist"))}}}))
+    snakemake(JAX_SMALL, "--cores", "2", *SMOKE, str(config), cwd=workflow)
+    run = json.loads((workflow / JAX_SMALL).read_text())
+    assert run["status"] == "failed"
+    assert ("dlbench/frameworks/jax/internals.py: uses jax 0.9.0's private API (see that file's docstring for what each "
+            "use works around), but this environment has jax 0.10.2") in run["error"], run["error"]
+    snakemake(JAX_SMALL, "--cores", "2", *SMOKE, str(config), "--config", "private_api_override=True", cwd=workflow)
+    run = json.loads((workflow / JAX_SMALL).read_text())
+    assert run["status"] == "ok", run["error"]
+    assert run["environment"]["private_api_overrides"] == [
+        {"module": "dlbench/frameworks/jax/internals.py", "package": "jax", "found": "0.10.2", "written_for": "0.9.0"}]
+    log = (workflow / JAX_SMALL.replace("results/runs/", "results/logs/runs/").replace(".json", ".log")).read_text()
+    assert "private API override: dlbench/frameworks/jax/internals.py was written for jax 0.9.0 and runs on jax 0.10.2" in log
+    [env] = environment_rows(load_records([workflow / JAX_SMALL])).to_dict("records")
+    assert env["private_api_override"] == "jax 0.10.2, written for 0.9.0 (dlbench/frameworks/jax/internals.py)"
+    assert env["interpreter"] == "venv"
