@@ -1,5 +1,5 @@
 """ChestX-ray DenseNet-121 in plain MXNet Gluon, as a tutorial writes the loop: the model
-zoo's DenseNet-121, the benchmark's batch, threads and optimizer, EPOCHS epochs on one
+zoo's DenseNet-121, the benchmark's batch, threads, optimizer and float32 policy, EPOCHS epochs on one
 context (the first GPU unless the spec's device is cpu), random NDArrays shaped as the
 synthetic input (a pool of at most SYNTHETIC_POOL images reused by index, labels of the
 training split's size), in the spec's input kind, as the harness feeds it:
@@ -38,6 +38,8 @@ def main():
     epochs = int(sys.argv[2])
     # MXNet reads its thread settings once, at import.
     os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
+    if spec.gpu_float32 == "highest":  # the run's float32 policy: NVIDIA's libraries never use TF32 (read as they load)
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
     import mxnet as mx
     from mxnet import autograd, gluon
 

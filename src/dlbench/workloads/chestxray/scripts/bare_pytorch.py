@@ -90,8 +90,9 @@ def main():
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
-        # the run's float32 policy: full float32 ("highest") or TF32 in every product
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = spec.gpu_float32 == "tf32"
+        # the run's float32 policy: full float32 ("highest") or TF32 in matrix products and convolutions
+        precision = "tf32" if spec.gpu_float32 == "tf32" else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = torch.backends.cudnn.conv.fp32_precision = precision
 
     n_train = len(read_labels_csv(spec.data.labels)["train"][0])
     crop = spec.data.crop
