@@ -2,11 +2,13 @@
 timed step, and `synthetic` and `device` train to the same losses (the same data in the same
 order). Each run is the training process itself (`python -m dlbench.protocol`, as the harness
 starts it) on the smoke preset's DenseNet-21, with the framework's host-to-device calls
-counted while a block's clock runs (from RunClock.start to the sync in RunClock.stop). JAX (and
-Keras on it) also checks at its runtime: its transfer guard refuses any host-to-device transfer
-in the timed blocks, implicit ones included. No GPU here: on the CPU the device is the host, so
-what is checked is that the input path makes no call that would copy on a GPU; each framework's
-`synthetic` run shows that the counters see the calls of a path that does."""
+counted while a block's clock runs (from RunClock.start to the sync in RunClock.stop; Chainer's
+and TensorFlow's while the protocol's loop takes a batch: their own functions send and convert
+arrays of their own). JAX checks at its runtime too: its transfer guard refuses any
+host-to-device transfer in the timed blocks, implicit ones included (Keras on JAX: in fit's
+train function, the batch taken and the step). No GPU here: on the CPU the device is the host,
+so what is checked is that the input path makes no call that would copy on a GPU; each
+framework's `synthetic` run shows that the counters see the calls of a path that does."""
 import json
 import subprocess
 
@@ -23,17 +25,23 @@ pytestmark = pytest.mark.slow
 COUNTED = r"""
 import json, os, sys
 
+import numpy as np
+
+from dlbench import protocol
 from dlbench.clock import RunClock
 
 FRAMEWORK, SPEC, OUT, GUARD = sys.argv[1:5]
-TIMED, CALLS = [False], {}
+TIMED, FETCHING, CALLS = [False], [False], {}
 
 
-def counted(owner, name, label):
+def counted(owner, name, label, numpy_only=False, fetching_only=False):
+    # calls inside the clock (fetching_only: while the protocol's loop takes its next batch;
+    # numpy_only: those given a numpy array, the host's)
     original = getattr(owner, name)
 
     def call(*args, **kwargs):
-        if TIMED[0]:
+        if (TIMED[0] and (FETCHING[0] or not fetching_only)
+                and (not numpy_only or any(isinstance(a, np.ndarray) for a in args))):
             CALLS[label] = CALLS.get(label, 0) + 1
         return original(*args, **kwargs)
 
@@ -44,17 +52,20 @@ def guard(on):
     pass
 
 
-if FRAMEWORK in ("pytorch", "keras-torch"):
+if FRAMEWORK == "pytorch":
     import torch
+    import dlbench.frameworks.pytorch as backend
 
     for name in ("to", "cuda", "pin_memory", "copy_"):
         counted(torch.Tensor, name, f"Tensor.{name}")
-    for name in ("from_numpy", "as_tensor"):  # not torch.tensor: Adam's first step makes its step counts so
+    for name in ("from_numpy", "as_tensor"):
         counted(torch, name, f"torch.{name}")
-    if FRAMEWORK == "pytorch":
-        import dlbench.frameworks.pytorch as backend
+    counted(backend, "to_device", "backend.to_device")
+elif FRAMEWORK == "keras-torch":  # Keras converts its own numbers too: numpy arrays only
+    import torch
 
-        counted(backend, "to_device", "backend.to_device")
+    for name in ("from_numpy", "as_tensor"):
+        counted(torch, name, f"torch.{name}", numpy_only=True)
 elif FRAMEWORK in ("jax", "keras-jax"):
     import jax
 
@@ -65,18 +76,70 @@ elif FRAMEWORK in ("jax", "keras-jax"):
         if GUARD == "guard":
             jax.config.update("jax_transfer_guard_host_to_device", "disallow_explicit" if on else "allow")
 elif FRAMEWORK == "tensorflow":
-    import tensorflow as tf
     from tensorflow.python.data.ops import iterator_ops
     from tensorflow.python.framework import constant_op, ops
 
     counted(iterator_ops.OwnedIterator, "__next__", "tf.data iterator")
-    counted(constant_op, "constant", "tf.constant")
-    counted(ops, "convert_to_tensor", "convert_to_tensor")
-elif FRAMEWORK == "chainer":
+    # (tracing the step converts a few numpy constants, once)
+    counted(constant_op, "constant", "tf.constant", numpy_only=True, fetching_only=True)
+    counted(ops, "convert_to_tensor", "convert_to_tensor", numpy_only=True, fetching_only=True)
+elif FRAMEWORK == "chainer":  # Chainer's functions send their own arrays: the batches' only
     from chainer import _backend
 
-    counted(_backend.Device, "send", "Device.send")
+    counted(_backend.Device, "send", "Device.send", fetching_only=True)
 
+if FRAMEWORK == "keras-jax":
+    # Keras reads fit's logs (its metrics' Python numbers) inside the clock: the guard is on
+    # in its train function (the batch taken and the step), not around it
+    from keras.src.backend.jax.trainer import JAXTrainer
+
+    make = JAXTrainer.make_train_function
+
+    def make_guarded(self, force=False):
+        make(self, force)
+        function = self.train_function
+
+        def guarded(*args, **kwargs):
+            jax.config.update("jax_transfer_guard_host_to_device", "disallow_explicit" if TIMED[0] else "allow")
+            try:
+                return function(*args, **kwargs)
+            finally:
+                jax.config.update("jax_transfer_guard_host_to_device", "allow")
+
+        self.train_function = guarded
+
+    JAXTrainer.make_train_function = make_guarded
+    guard = lambda on: None  # noqa: E731
+
+workload_class = protocol.workload_class
+
+
+def fetched(spec):
+    cls = workload_class(spec)
+    if not hasattr(cls, "batches"):
+        return cls
+
+    class Fetched(cls):
+        def batches(self, order, epochs):
+            batches = iter(super().batches(order, epochs))
+
+            def each():
+                while True:
+                    FETCHING[0] = True
+                    try:
+                        batch = next(batches)
+                    except StopIteration:
+                        return
+                    finally:
+                        FETCHING[0] = False
+                    yield batch
+
+            return each()
+
+    return Fetched
+
+
+protocol.workload_class = fetched
 start, stop = RunClock.start, RunClock.stop
 
 
@@ -105,9 +168,7 @@ def exit_with_counts(code):
 
 os._exit = exit_with_counts
 sys.argv = ["dlbench.protocol", SPEC, OUT]
-from dlbench.protocol import main
-
-main()
+protocol.main()
 """
 
 # The transfer counters of each framework (MXNet's CPU NDArrays give none to tell a host array
