@@ -197,7 +197,8 @@ def counted_run(framework, input, guard, workdir, folder):
 def input_runs(smoke_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("inputs")
     cases = [(framework, input, True) for framework in FRAMEWORKS for input in ("synthetic", "device")]
-    cases += [("jax", "synthetic", False), ("keras-tensorflow", "device", True)]
+    cases += [("jax", "synthetic", False), ("mxnet", "synthetic", True), ("mxnet", "device", True),
+              ("keras-tensorflow", "device", True)]
     return side_by_side({case: lambda case=case: counted_run(*case, smoke_data, folder) for case in cases})
 
 
@@ -220,7 +221,7 @@ def test_keras_tensorflow_has_no_device_input(input_runs):
     assert "tf.data" in results["reason"]
 
 
-@pytest.mark.parametrize("framework", ["pytorch", "jax", "tensorflow", "chainer", "keras-torch"])
+@pytest.mark.parametrize("framework", ["pytorch", "jax", "tensorflow", "mxnet", "chainer", "keras-torch"])
 def test_synthetic_and_device_inputs_train_to_the_same_losses(framework, input_runs):
     """The same tensors in the same order, gathered on the host or on the device: the same loss at
     every block (JAX's synthetic run without the guard, which stops it)."""
