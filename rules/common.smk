@@ -52,6 +52,9 @@ ENV_VARIANT = config["env_variant"]
 # the Python it links to); a path that cannot run stops the workflow before anything runs.
 INTERPRETERS = {stack: os.path.expanduser(path) for stack, path in config["interpreters"].items()}
 for stack, path in INTERPRETERS.items():
+    if not (ENVS / f"{stack}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in ENVS.glob("*.yaml")))
+        raise WorkflowError(f"config interpreters.{stack}: no stack of that name (an env file's name: {known})")
     if why := interpreter_error(path):
         raise WorkflowError(f"config interpreters.{stack}: {why}: name an existing Python interpreter "
                             f"for the {stack} stack's jobs, or leave {stack} out to build its environment")
