@@ -156,3 +156,15 @@ def test_the_bare_loop_trains_on_the_cpu_from_either_input(bare_runs, framework,
     for line in lines:
         assert line["samples"] == 6 and line["wall_s"] > 0
         assert (line["device"], line["input"]) == ("cpu", kind)
+
+
+def test_every_bare_loop_sets_the_float32_policy_as_the_harness_does():
+    """On a GPU a bare loop computes with the run's float32 policy, set by the same function as
+    the harness's (its framework's backend gpu_float32), not its framework's defaults."""
+    loops = sorted((REPO / "src" / "dlbench" / "workloads").glob("*/scripts/bare_*.py"))
+    assert len(loops) == 10
+    for loop in loops:
+        framework = loop.stem.removeprefix("bare_")
+        text = loop.read_text()
+        assert f"from dlbench.frameworks.{framework} import gpu_float32" in text, loop
+        assert "gpu_float32(spec.gpu_float32)" in text, loop

@@ -52,8 +52,9 @@ def main():
 
     from dlbench.workloads.chestxray.jax import build_model
 
-    # the run's float32 policy: full float32 ("highest") or TF32 in every product (GPUs)
-    jax.config.update("jax_default_matmul_precision", "tensorfloat32" if spec.gpu_float32 == "tf32" else "highest")
+    from dlbench.frameworks.jax import gpu_float32
+
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
     device = jax.devices()[0]
     rng = np.random.default_rng(spec.seed)
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
 from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
+from dlbench.frameworks.mxnet import gpu_float32
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.chestxray.mxnet import build_model
 
@@ -38,8 +39,7 @@ def main():
     epochs = int(sys.argv[2])
     # MXNet reads its thread settings once, at import.
     os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
-    if spec.gpu_float32 == "highest":  # the run's float32 policy: NVIDIA's libraries never use TF32 (read as they load)
-        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it (NVIDIA's libraries read it as they load)
     import mxnet as mx
     from mxnet import autograd, gluon
 

@@ -30,6 +30,7 @@ from torch import nn
 
 from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
 from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
+from dlbench.frameworks.pytorch import gpu_float32
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.chestxray.pytorch import build_model
 
@@ -90,9 +91,7 @@ def main():
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
-        # the run's float32 policy: full float32 ("highest") or TF32 in matrix products and convolutions
-        precision = "tf32" if spec.gpu_float32 == "tf32" else "ieee"
-        torch.backends.cuda.matmul.fp32_precision = torch.backends.cudnn.conv.fp32_precision = precision
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
 
     n_train = len(read_labels_csv(spec.data.labels)["train"][0])
     crop = spec.data.crop

@@ -38,6 +38,8 @@ def main():
     import keras
     import tensorflow as tf
 
+    from dlbench.frameworks.tensorflow import gpu_float32
+
     from dlbench.workloads.chestxray.tensorflow import build_model
 
     with open(sys.argv[1]) as f:
@@ -48,8 +50,7 @@ def main():
     gpus = tf.config.list_physical_devices("GPU")
     gpu = spec.device != "cpu" and bool(gpus)
     tf.config.set_visible_devices(gpus[:1] if gpu else [], "GPU")
-    # the run's float32 policy: full float32 ("highest") or TF32 in every product
-    tf.config.experimental.enable_tensor_float_32_execution(spec.gpu_float32 == "tf32")
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
     keras.utils.set_random_seed(spec.seed)
     device = "/gpu:0" if gpu else "/cpu:0"
 

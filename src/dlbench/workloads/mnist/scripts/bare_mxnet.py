@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from dlbench.frameworks.mxnet import gpu_float32
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.mnist.mxnet import build_model
 
@@ -25,6 +26,7 @@ def main():
     epochs = int(sys.argv[2])
     # MXNet reads its thread settings once, at import.
     os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it (NVIDIA's libraries read it as they load)
     import mxnet as mx
     from mxnet import autograd, gluon
 

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from dlbench.frameworks.pytorch import gpu_float32
 from dlbench.specs import spec_from_dict
 from dlbench.workloads.mnist.pytorch import build_model
 
@@ -23,6 +24,7 @@ def main():
         spec = spec_from_dict(json.load(f))
     epochs = int(sys.argv[2])
     torch.set_num_threads(spec.threads)
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
     torch.manual_seed(spec.seed)
     device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
 

@@ -22,6 +22,8 @@ def main():
     import keras
     import tensorflow as tf
 
+    from dlbench.frameworks.tensorflow import gpu_float32
+
     from dlbench.workloads.mnist.tensorflow import build_model
 
     class EpochTimer(keras.callbacks.Callback):
@@ -47,6 +49,7 @@ def main():
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
     tf.config.set_visible_devices([] if spec.device == "cpu" else gpus[:1], "GPU")
+    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
     keras.utils.set_random_seed(spec.seed)
 
     limit = spec.data.train_limit
