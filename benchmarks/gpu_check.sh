@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The harness's overhead on one GPU (#33 item 3): harness / bare for PyTorch and JAX DenseNet-121
-# at batch 64, synthetic and device inputs, 2 interleaved rounds each (benchmarks/overhead.py),
+# at batch 64, synthetic and device inputs, under both float32 policies (full float32, then TF32),
+# 2 interleaved rounds each (benchmarks/overhead.py),
 # and the host's cost of one batch's input path before and after (benchmarks/input_copy.py).
 # For a lent GPU machine whose frameworks are installed in one interpreter (python3, or
 # $PYTHON), without the workflow's venvs or internet. Everything ends by DEADLINE seconds
@@ -9,7 +10,7 @@
 # process starts, cuDNN's and XLA's autotuning and XLA's compilation. From the repository root:
 #
 #     bash benchmarks/gpu_check.sh            # writes $OUT (default results/gpu-check):
-#         overhead.csv     a row per round: workload, framework, device, input, harness and bare /s, ratio
+#         overhead.csv     a row per round: workload, framework, device, input, gpu_float32, harness and bare /s, ratio
 #         input_copy.txt   the input path's host time per step, median and range
 #         gpu_check.log    everything printed
 #
@@ -47,6 +48,7 @@ TRAIN=${TRAIN:-1280}      # 20 steps of 64 per bare epoch
 EPOCHS=${EPOCHS:-3}       # bare epochs, the first warm-up
 DEADLINE=${DEADLINE:-540}  # seconds from the start
 ROUNDS=${ROUNDS:-2}
+FLOAT32=${FLOAT32:-"highest tf32"}  # the float32 policies to compare, in this order
 THREADS=${THREADS:-4}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
@@ -118,15 +120,21 @@ EOF
 start=$SECONDS
 timeout 60 "$PYTHON" benchmarks/input_copy.py --steps 50 --threads "$THREADS" | tee "$OUT/input_copy.txt"
 echo "input_copy: $((SECONDS - start)) s"
+# Both float32 policies (numerics.gpu_float32) on the synthetic input first (the harness's own
+# question), then on the device input: what the deadline cuts is the last of these.
+for float32 in $FLOAT32; do echo "numerics: {gpu_float32: $float32}" > "/tmp/dlbench-gpu-check-$float32.yaml"; done
 for input in synthetic device; do
-  for framework in pytorch jax; do
-    left=$((DEADLINE - SECONDS))
-    if [ "$left" -lt 40 ]; then echo "overhead $framework $input SKIPPED: ${left} s left"; continue; fi
-    start=$SECONDS
-    timeout "$left" "$PYTHON" benchmarks/overhead.py --workload chestxray --framework "$framework" --input "$input" \
-      --device gpu --python "$PYTHON" --rounds "$ROUNDS" --epochs "$EPOCHS" --threads "$THREADS" \
-      --configfile config.yaml "$CONFIG" --out "$OUT/overhead.csv" || echo "overhead $framework $input FAILED"
-    echo "overhead $framework $input: $((SECONDS - start)) s"
+  for float32 in $FLOAT32; do
+    for framework in pytorch jax; do
+      left=$((DEADLINE - SECONDS))
+      if [ "$left" -lt 40 ]; then echo "overhead $framework $input $float32 SKIPPED: ${left} s left"; continue; fi
+      start=$SECONDS
+      timeout "$left" "$PYTHON" benchmarks/overhead.py --workload chestxray --framework "$framework" --input "$input" \
+        --device gpu --python "$PYTHON" --rounds "$ROUNDS" --epochs "$EPOCHS" --threads "$THREADS" \
+        --configfile config.yaml "$CONFIG" "/tmp/dlbench-gpu-check-$float32.yaml" --out "$OUT/overhead.csv" \
+        || echo "overhead $framework $input $float32 FAILED"
+      echo "overhead $framework $input $float32: $((SECONDS - start)) s"
+    done
   done
 done
 cat "$OUT/overhead.csv"

@@ -40,7 +40,8 @@ REPO = Path(__file__).resolve().parents[1]
 # The workloads with bare loops: their definitions say the point compared (overhead_row).
 BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]
 INPUTS = ("synthetic", "device")  # the input kinds the bare loops feed as the harness does
-CSV_COLUMNS = ("workload", "framework", "device", "input", "round", "harness_per_s", "bare_per_s", "ratio")
+CSV_COLUMNS = ("workload", "framework", "device", "input", "gpu_float32", "round", "harness_per_s", "bare_per_s",
+               "ratio")
 
 
 def child_env():
@@ -123,16 +124,19 @@ def main(argv=None):
                 raise SystemExit(f"the harness ran on the {devices['harness']}, the bare loop on the "
                                  f"{devices['bare']}: not a comparison")
             ratios.append(rates["harness"] / rates["bare"])
-            print(f"{args.workload} {args.framework} ({devices['harness']}, input {kind}) round {round_}: "
+            print(f"{args.workload} {args.framework} ({devices['harness']}, input {kind}, gpu_float32 "
+                  f"{spec.gpu_float32}) round {round_}: "
                   f"harness {rates['harness']:.1f}/s, bare {rates['bare']:.1f}/s, ratio {ratios[-1]:.3f}", flush=True)
             if args.out:
                 new = not args.out.exists()
                 with open(args.out, "a") as f:
                     if new:
                         f.write(",".join(CSV_COLUMNS) + "\n")
-                    f.write(f"{args.workload},{args.framework},{devices['harness']},{kind or ''},{round_},"
+                    f.write(f"{args.workload},{args.framework},{devices['harness']},{kind or ''},{spec.gpu_float32},"
+                            f"{round_},"
                             f"{rates['harness']:.3f},{rates['bare']:.3f},{ratios[-1]:.4f}\n")
-    print(f"{args.workload} {args.framework} ({devices['harness']}, input {kind}): harness / bare "
+    print(f"{args.workload} {args.framework} ({devices['harness']}, input {kind}, gpu_float32 {spec.gpu_float32}): "
+          f"harness / bare "
           f"{statistics.median(ratios):.3f} (median of {len(ratios)} rounds, range {min(ratios):.3f} to "
           f"{max(ratios):.3f})")
 

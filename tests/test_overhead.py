@@ -106,8 +106,8 @@ def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypat
     assert harness_spec == bare_spec
     assert (bare_spec.device, bare_spec.input) == ("gpu", "device")
     rows = out.read_text().splitlines()
-    assert rows[0] == "workload,framework,device,input,round,harness_per_s,bare_per_s,ratio"
-    assert rows[1:] == [f"chestxray,jax,gpu,device,{r},97.000,100.000,0.9700" for r in (1, 2)]
+    assert rows[0] == "workload,framework,device,input,gpu_float32,round,harness_per_s,bare_per_s,ratio"
+    assert rows[1:] == [f"chestxray,jax,gpu,device,highest,{r},97.000,100.000,0.9700" for r in (1, 2)]
     assert "harness / bare 0.970 (median of 2 rounds" in capsys.readouterr().out
 
 
