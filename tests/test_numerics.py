@@ -125,7 +125,7 @@ class ProductBackend:
 def test_the_record_says_whether_the_gpu_computed_with_the_policys_precision():
     gpu, cpu = Placement(0, 1, "gpu", 1, 1), Placement(0, 1, "cpu", 1, 1)
     tf32_products, float32_products = ProductBackend(10), ProductBackend(23)
-    followed = {(policy, name, placement.device_kind): numerics.gpu_float32(policy, {}, backend, placement)["followed"]
+    followed = {(policy, name, placement.device_kind): numerics.gpu_float32_record(policy, {}, backend, placement)["followed"]
                 for policy in numerics.GPU_FLOAT32 for name, backend in (("tf32", tf32_products),
                                                                           ("float32", float32_products))
                 for placement in (gpu, cpu)}
@@ -133,10 +133,10 @@ def test_the_record_says_whether_the_gpu_computed_with_the_policys_precision():
                         ("tf32", "tf32", "gpu"): True, ("tf32", "float32", "gpu"): False,
                         **{(policy, name, "cpu"): None for policy in numerics.GPU_FLOAT32
                            for name in ("tf32", "float32")}}
-    record = numerics.gpu_float32("highest", {"switch": "off"}, tf32_products, gpu)
+    record = numerics.gpu_float32_record("highest", {"switch": "off"}, tf32_products, gpu)
     assert record["precision"] == "tf32" and record["settings"] == {"switch": "off"} and record["device_kind"] == "gpu"
     with pytest.raises(ValueError, match="highest, tf32"):
-        numerics.gpu_float32("fp16", {}, tf32_products, gpu)
+        numerics.gpu_float32_record("fp16", {}, tf32_products, gpu)
 
 
 def test_framework_default_changes_nothing_and_flush_sets_ftz_and_daz_for_new_threads():

@@ -53,6 +53,20 @@ def shard(batch, part, parts):
     return batch[part * size: (part + 1) * size]
 
 
+def one_ahead(items):
+    """The items, each handed on only once the next has been made: where making an item queues
+    its copy to a device (asynchronous in every framework), that copy runs while the step of the
+    item before computes (the input idiom of the GPU paths: NVIDIA Apex's data_prefetcher, Keras'
+    one-batch-ahead iterator)."""
+    ahead = None
+    for item in items:
+        if ahead is not None:
+            yield ahead
+        ahead = item
+    if ahead is not None:
+        yield ahead
+
+
 @dataclass
 class Placement:
     """Where one process of a run computes."""

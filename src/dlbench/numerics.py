@@ -177,7 +177,7 @@ def product_precision(a, b, product):
     return {"median_relative_error": error, "precision": precision}
 
 
-def gpu_float32(policy, settings, backend, placement):
+def gpu_float32_record(policy, settings, backend, placement):
     """The record's `numerics.gpu_float32`: the policy, what the backend set for it (`settings`,
     its gpu_float32's return), and the precision of a float32 product on the run's device.
     `followed`: whether that is the policy's precision (null on a CPU, where no policy applies)."""
@@ -202,7 +202,7 @@ def measure(spec, backend, placement, gpu_float32_settings):
         "mxcsr_daz": None if bits is None else bool(bits & DAZ),
         "numpy_thread_flushes": numpy_thread_flushes(),
         "framework_flushes": backend.flushes_denormals(),
-        "gpu_float32": gpu_float32(spec.gpu_float32, gpu_float32_settings, backend, placement),
+        "gpu_float32": gpu_float32_record(spec.gpu_float32, gpu_float32_settings, backend, placement),
     }
 
 

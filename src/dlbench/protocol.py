@@ -111,7 +111,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
     numerics.apply(spec.numerics)  # again: data-parallel ranks started by spawn are new interpreters
     backend = backend_of(spec)
     cudnn_autotune = numerics.cudnn_autotune(backend)  # again, as the denormals policy
-    gpu_float32 = backend.gpu_float32(spec.gpu_float32)
+    gpu_float32_settings = backend.gpu_float32(spec.gpu_float32)
     placement = backend.setup(spec, device_kind, rank)
     results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
@@ -121,7 +121,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
         results.update(framework_version=backend.version(), library_version=workload.library_version,
                        parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
-                       numerics=numerics.measure(spec, backend, placement, gpu_float32), cudnn_autotune=cudnn_autotune,
+                       numerics=numerics.measure(spec, backend, placement, gpu_float32_settings), cudnn_autotune=cudnn_autotune,
                        **backend.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)

@@ -86,6 +86,7 @@ def run_row(record):
     epoch_steps = samples // global_batch if samples and global_batch else None
     device = record["device"] or {}
     numerics = record["numerics"] or {}
+    gpu_float32 = numerics.get("gpu_float32") or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     counted = run_set(record["workload"])
@@ -107,8 +108,8 @@ def run_row(record):
         "numerics": numerics.get("policy", spec.get("numerics")),
         "flushes_denormals": numerics.get("framework_flushes"),
         # float32 products on GPUs: the policy, and the precision a product on the run's device showed
-        "gpu_float32": (numerics.get("gpu_float32") or {}).get("policy", spec.get("gpu_float32")),
-        "float32_product": (numerics.get("gpu_float32") or {}).get("precision"),
+        "gpu_float32": gpu_float32.get("policy", spec.get("gpu_float32")),
+        "float32_product": gpu_float32.get("precision"),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
         "first_segment_s": summary["first_segment_s"],

@@ -23,7 +23,7 @@ from torch import nn
 from dlbench.frameworks import check_recomputing, reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import NotApplicable, Placement
+from dlbench.contract import NotApplicable, Placement, one_ahead
 
 COMPILE, CHANNELS_LAST, CHECKPOINT = "compile", "channels-last", "checkpoint"
 COMPILE_BACKEND = "inductor"  # torch.compile's default: C++/OpenMP kernels on CPUs (g++), Triton on GPUs
@@ -173,14 +173,8 @@ def copied_ahead(batches, placement, copied=None):
             copied(done)
         return moved, done
 
-    ahead = None
-    for batch in batches:
-        queued = queue(batch)
-        if ahead is not None:
-            yield _handed(*ahead)
-        ahead = queued
-    if ahead is not None:
-        yield _handed(*ahead)
+    for moved, done in one_ahead(queue(batch) for batch in batches):
+        yield _handed(moved, done)
 
 
 def _handed(batch, copied):

@@ -34,6 +34,7 @@ from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
 from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
+from dlbench.contract import one_ahead
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC with torchvision's module names ----------------------------------------
@@ -257,19 +258,6 @@ class JaxChestXray(WorkloadMethods, ChestXray):
 
     def to_model_layout(self, inputs):
         return to_nhwc(inputs)
-
-
-def one_ahead(batches):
-    """Each batch's transfer queued before the previous batch is handed to its step: with JAX's
-    asynchronous dispatch, the copy runs while that step computes (as Keras' JAX trainer feeds
-    a GPU, its _one_batch_ahead_iterator)."""
-    ahead = None
-    for batch in batches:
-        if ahead is not None:
-            yield ahead
-        ahead = batch
-    if ahead is not None:
-        yield ahead
 
 
 WORKLOAD = JaxChestXray

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.workloads.chestxray.images import IMAGENET_MEAN, IMAGENET_STD, sample_rng
+from dlbench.contract import one_ahead
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as backend
 from dlbench.frameworks.mxnet.loaders import data_loader
@@ -212,19 +213,6 @@ TORCH_KINDS = {"weight": ("_weight", "_gamma"), "bias": ("_bias", "_beta"),
                "running_mean": ("_running_mean",), "running_var": ("_running_var",)}
 
 
-def copied_ahead(batches, ctx):
-    """Each host batch's copy to ctx pushed to MXNet's engine before the batch before it is
-    handed to its step: the engine runs it asynchronously, beside that step."""
-    ahead = None
-    for batch in batches:
-        copied = tuple(array.as_in_context(ctx) for array in batch)
-        if ahead is not None:
-            yield ahead
-        ahead = copied
-    if ahead is not None:
-        yield ahead
-
-
 class MXNetChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         import mxnet as mx
@@ -270,7 +258,8 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
         pooled = mx.nd.array(order % self.images.shape[0], dtype="int64", ctx=ctx)
         batches = ((mx.nd.take(images, pooled[i]), mx.nd.take(labels, indices[i])) for i in range(len(order)))
         if self.spec.input == "synthetic" and self.placement.device_kind == "gpu" and len(self.contexts) == 1:
-            return copied_ahead(batches, self.contexts[0])
+            # each batch's copy pushed to MXNet's asynchronous engine before the batch before is handed on
+            return one_ahead(tuple(array.as_in_context(self.contexts[0]) for array in batch) for batch in batches)
         return batches
 
     def eval_inputs(self, paths):
