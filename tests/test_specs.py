@@ -11,7 +11,7 @@ from dlbench.clock import epoch_order
 from dlbench.contract import FrameworkError, NotApplicable
 from dlbench.protocol import resolve_device
 from dlbench.provenance import code_files
-from dlbench.specs import Convergence, SpecError, spec_from_dict, spec_to_dict, spec_to_json
+from dlbench.specs import CompileCache, Convergence, SpecError, spec_from_dict, spec_to_dict, spec_to_json
 from dlbench.workloads import run_set
 from dlbench.workloads.onnx.definition import source_spec
 from conftest import REPO
@@ -44,12 +44,32 @@ def test_only_the_first_repeats_train_the_convergence_segments(workload):
     first, second = (smoke_spec(workload, "pytorch", repeat=repeat) for repeat in (1, 2))
     assert first.convergence.steps > 0
     assert second.convergence == Convergence(steps=0, eval_every=first.convergence.eval_every)
-    assert dataclasses.replace(second, repeat=1, run_id=first.run_id, convergence=first.convergence) == first
+    assert dataclasses.replace(second, repeat=1, run_id=first.run_id, convergence=first.convergence,
+                               compile_cache=first.compile_cache) == first
     config = smoke_config()
     config["measurement"]["convergence_repeats"] = 2
     row = {**DEFAULT_ROWS[workload], "framework": "pytorch"}
     assert run_set(workload).build(config, {**row, "repeat": 2}, 2).convergence == first.convergence
     assert run_set(workload).build(config, {**row, "repeat": 3}, 2).convergence.steps == 0
+
+
+@pytest.mark.parametrize("workload", ["mnist", "imdb", "chestxray"])
+def test_the_repeats_that_train_the_convergence_segments_compile_cold_and_the_others_load_their_programs(workload):
+    """measurement.compile_cache: one folder per point, emptied and filled by the repeats that
+    train the convergence segments (their first segment and compile time are the point's), read by
+    the later ones; another point has another folder; off, every repeat has an empty one of its own."""
+    config = smoke_config()
+    config["measurement"]["convergence_repeats"] = 2
+    row = {**DEFAULT_ROWS[workload], "framework": "jax"}
+    caches = [run_set(workload).build(config, {**row, "repeat": repeat}, 2).compile_cache for repeat in (1, 2, 3, 4)]
+    assert [cache.fill for cache in caches] == [True, True, False, False]
+    folder = caches[0].directory
+    assert {cache.directory for cache in caches} == {folder} and folder.startswith(f"results/cache/compile/{workload}/jax/")
+    assert "repeat" not in folder
+    assert run_set(workload).build(config, {**row, "framework": "pytorch", "repeat": 3}, 2).compile_cache.directory != folder
+    config["measurement"]["compile_cache"] = False
+    assert {run_set(workload).build(config, {**row, "repeat": repeat}, 2).compile_cache
+            for repeat in (1, 3)} == {CompileCache(directory=None, fill=True)}
 
 
 def test_the_onnx_export_trains_its_source_s_convergence_steps():

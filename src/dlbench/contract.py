@@ -27,6 +27,9 @@ A framework backend is a module with these functions (see dlbench/frameworks/pyt
     gpu_float32(policy) -> dict          float32 products on GPUs in full float32 or TF32, in the
                                          framework's own terms, before it starts (idempotent);
                                          returns what it reads back (dlbench.numerics)
+    compile_cache(directory) -> dict     the framework's persistent cache of compiled programs in
+                                         that folder, before it compiles anything; returns what it
+                                         set ({} where the framework compiles nothing it can keep)
     float32_product(a, b, placement)     a @ b of float32 numpy arrays, computed by the framework
                                          on the run's device, as numpy
     teardown(placement)

@@ -186,7 +186,7 @@ def modes_figure(ratios, runs, path, title):
     """What each mode buys within its framework: steady throughput in the mode over the
     framework's default mode at the same point (ratio and interval; 1, dotted, is no change),
     each label with the point and the median compilation of both modes there (the runs
-    table's compile_s)."""
+    table's compile_s, of the runs that compiled cold)."""
     if "mode" not in ratios or "mode" not in runs:
         no_data(path, "no run with an execution mode")
         return
@@ -200,7 +200,8 @@ def modes_figure(ratios, runs, path, title):
         where = {k: row[k] for k in keys if pd.notna(row[k])}
         same = runs[(runs["framework"] == row["framework"])
                     & (runs[list(where)] == pd.Series(where)).all(axis=1)] if where else runs
-        seconds = [same.loc[same["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
+        cold = same[same["compile_cache"] != "warm"] if "compile_cache" in same else same
+        seconds = [cold.loc[cold["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
         spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
         point = " ".join(f"{k}={plain(v)}" for k, v in where.items() if k in varying)
         return " ".join(filter(None, (row["framework"], row["comparison"], point, f"(compilation {spent})")))

@@ -9,6 +9,9 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    and, before the framework starts, the numerics policies: denormals (`numerics.apply`),
    cuDNN's autotuning (`numerics.CUDNN_AUTOTUNE`, set by `backend.cudnn_autotune`) and float32
    on GPUs (`numerics.gpu_float32`: full float32 or TF32, set by `backend.gpu_float32`).
+   Compiled programs go to the point's persistent cache (`compile_cache_folder`,
+   `backend.compile_cache`): repeat 1 empties it and compiles cold, later repeats load from it;
+   the record counts its files before and after (a warm repeat adds none).
    The device is resolved the same way for every framework (`resolve_device`): `auto` uses
    GPUs when the machine has them; a framework that cannot see the machine's GPUs stops
    before training, with a message naming it, rather than being compared on the CPU.
@@ -105,6 +108,17 @@ def backend_of(spec):
     return importlib.import_module(backend_module(spec.framework))
 
 
+def compile_cache_folder(spec, result_path):
+    """The folder of the run's compiled programs: the point's (spec.compile_cache.directory), or
+    an empty one in the harness's temporary folder, removed with it."""
+    directory = spec.compile_cache.directory
+    return Path(directory) if directory else Path(result_path).resolve().parent / "compile-cache"
+
+
+def cache_files(folder):
+    return sum(1 for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
+
+
 def run_process(rank, spec_dict, result_path, device_kind):
     """One process of a run: the protocol above. Rank 0 writes the results."""
     spec = spec_from_dict(spec_dict)
@@ -112,6 +126,9 @@ def run_process(rank, spec_dict, result_path, device_kind):
     backend = backend_of(spec)
     cudnn_autotune = numerics.cudnn_autotune(backend)  # again, as the denormals policy
     gpu_float32_settings = backend.gpu_float32(spec.gpu_float32)
+    cache = compile_cache_folder(spec, result_path)
+    cache_settings = backend.compile_cache(cache)  # again: spawned ranks
+    cache_files_before = cache_files(cache)
     placement = backend.setup(spec, device_kind, rank)
     results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
@@ -122,6 +139,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
                        numerics=numerics.measure(spec, backend, placement, gpu_float32_settings), cudnn_autotune=cudnn_autotune,
+                       compile_cache={"directory": spec.compile_cache.directory, "fill": spec.compile_cache.fill,
+                                      "settings": cache_settings, "files_before": cache_files_before},
                        **backend.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)
@@ -137,7 +156,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
         start = time.perf_counter()
         final = workload.final_evaluation()
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
-        results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement))
+        results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement),
+                       compile_cache={**results.data["compile_cache"], "files_after": cache_files(cache)})
     backend.teardown(placement)
     if results and PRIVATE_API_OVERRIDES:  # an internals module first imported by the teardown
         results.update(private_api_overrides=PRIVATE_API_OVERRIDES)
@@ -184,6 +204,11 @@ def main():
     backend.cudnn_autotune(numerics.CUDNN_AUTOTUNE)  # before visible_gpus() starts the framework (XLA reads its flags then)
     backend.gpu_float32(spec.gpu_float32)  # likewise: NVIDIA's libraries read their variables when they load
     node = nodes.this_node(spec)  # before anything starts: a multi-node run without its place stops here
+    cache = compile_cache_folder(spec, result_path)
+    if spec.compile_cache.fill and node.rank == 0:  # cold: nothing another run compiled
+        shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir(parents=True, exist_ok=True)
+    backend.compile_cache(cache)  # before anything compiles (Inductor and TensorFlow's XLA read variables)
     try:
         device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)
         backend.check(spec, device_kind)

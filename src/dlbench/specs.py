@@ -57,6 +57,15 @@ class Convergence:
 
 
 @dataclass(frozen=True)
+class CompileCache:
+    """Where the framework keeps what it compiles (dlbench.protocol, step 1): a persistent cache
+    shared by a point's repeats, so that a repeat after the first loads its programs instead of
+    compiling them again; the first compiles cold, and its time is the point's compile figure."""
+    directory: str | None  # the point's folder (relative to the workflow's); None: an empty one of this run's own
+    fill: bool             # this run empties it first and compiles into it (cold); else it reads it (warm)
+
+
+@dataclass(frozen=True)
 class Run:
     """What every run has."""
     workload: str
@@ -76,6 +85,7 @@ class Run:
     timeout_s: float
     numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
     gpu_float32: str     # float32 products on GPUs: "highest" or "tf32" (dlbench.numerics)
+    compile_cache: CompileCache
 
     @property
     def global_batch(self):

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.specs import Convergence, Measure
+from dlbench.specs import CompileCache, Convergence, Measure
 
 SINGLE_DEVICE = "single"
 MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_tolerance", "max_warmup_units",
@@ -54,11 +54,24 @@ def run_id(row, columns):
     return "_".join(f"{column}~{row[column]}" for column in columns)
 
 
+def compile_cache(config, name, row, columns):
+    """The run's compile cache: the point's folder, emptied and filled by each repeat that trains
+    the convergence segments (repeat 1 by default: their first segment and compile time are the
+    point's, cold), read by the later repeats; with measurement.compile_cache off, or for a run
+    of no framework, an empty folder of each run's own."""
+    if not config["measurement"]["compile_cache"] or row["framework"] is None:
+        return CompileCache(directory=None, fill=True)
+    point = run_id(row, [c for c in columns if c != "repeat"])
+    return CompileCache(directory=f"results/cache/compile/{name}/{row['framework']}/{point}", fill=row["repeat"] <= config["measurement"]["convergence_repeats"])
+
+
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.specs.Run), from the config, the workload's section,
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
     the framework's default mode. Only the first measurement.convergence_repeats repeats train
-    the convergence segments; a later repeat measures throughput only, from the same start."""
+    the convergence segments; a later repeat measures throughput only, from the same start.
+    Repeat 1 compiles cold into the point's compile cache (measurement.compile_cache), the
+    later repeats load from it."""
     if row["repeat"] > config["measurement"]["convergence_repeats"]:
         # convergence is a result of the point, not of each process: paid in the first repeats only
         convergence = Convergence(steps=0, eval_every=convergence.eval_every)
@@ -68,7 +81,8 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
               **{k: row[k] for k in ("devices", "nodes", "strategy", "mode") if k in row}}
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
-    return dict(workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
+    return dict(compile_cache=compile_cache(config, name, row, columns),
+                workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device=config["device"], threads=threads, measure=measure,
                 convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
                 numerics=config["numerics"]["denormals"], gpu_float32=config["numerics"]["gpu_float32"], **fields)

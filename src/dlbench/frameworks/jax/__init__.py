@@ -118,6 +118,16 @@ def gpu_float32(policy):
     return {"jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
 
 
+def compile_cache(directory):
+    """XLA's persistent compilation cache, every program kept (JAX keeps only those that took
+    over a second to compile, as it ships; the eval step's too here)."""
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return {name: getattr(jax.config, name) for name in (
+        "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes")}
+
 def float32_product(a, b, placement):
     device = jax.local_devices(backend=placement.device_kind)[0]  # this process's: a run's mesh spans others'
     return np.asarray(jax.jit(jax.numpy.matmul)(jax.device_put(a, device), jax.device_put(b, device)))

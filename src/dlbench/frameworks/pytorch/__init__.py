@@ -68,6 +68,14 @@ def gpu_float32(policy):
     return {f"torch.backends.{name}.fp32_precision": setting.fp32_precision for name, setting in settings.items()}
 
 
+def compile_cache(directory):
+    """torch.compile's caches (Inductor's FX graphs and kernels, Triton's on GPUs), read when
+    Inductor loads. As PyTorch ships they live in /tmp/torchinductor_<user>, shared by every
+    run ever made: a repeat would then compile warm or cold by chance."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(directory)
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
+    return {name: os.environ[name] for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+
 def float32_product(a, b, placement):
     target = device(placement)
     return (torch.from_numpy(a).to(target) @ torch.from_numpy(b).to(target)).cpu().numpy()

@@ -70,6 +70,14 @@ def gpu_float32(policy):
             tf.config.experimental.tensor_float_32_execution_enabled()}
 
 
+def compile_cache(directory):
+    """XLA's persistent cache of the clusters it compiles (mode xla, Keras' jit), in TF_XLA_FLAGS,
+    read when XLA first compiles. TensorFlow's graphs (tf.function) are traced in each process:
+    nothing of them is kept."""
+    kept = [flag for flag in os.environ.get("TF_XLA_FLAGS", "").split() if not flag.startswith("--tf_xla_persistent_cache_")]
+    os.environ["TF_XLA_FLAGS"] = " ".join(kept + [f"--tf_xla_persistent_cache_directory={directory}"])
+    return {"TF_XLA_FLAGS": os.environ["TF_XLA_FLAGS"]}
+
 def float32_product(a, b, placement):
     with tf.device("/gpu:0" if placement.device_kind == "gpu" else "/cpu:0"):
         return tf.linalg.matmul(tf.constant(a), tf.constant(b)).numpy()
