@@ -21,6 +21,13 @@ units. Prints, per condition, the CV between its processes with a 95% bootstrap 
   long           12 steady units instead of the config's (does a longer measurement average
                  out what differs between processes, or is it the process's own?)
   long-units     units of 2 s instead of the config's min_unit_seconds
+  cold           compiles from an empty compile cache, filling it (a point's first repeat)
+  warm           loads what the last cold run compiled (measurement.compile_cache: a later
+                 repeat); the other conditions compile cold in an empty cache of their own
+
+Then, per condition after the first, its steady throughput over the first's with the workflow's
+95% interval (dlbench.stats.interval), and the mean compile_s and wall_s of its processes
+(`--conditions cold warm`: does loading compiled programs change the steady state?).
 
 Run it after the workflow has prepared the data of the config (snakemake --cores all), with
 nothing else running.
@@ -39,7 +46,8 @@ from scipy import stats
 
 from dlbench.config import load_config
 from dlbench.envs import env_hash
-from dlbench.specs import Convergence, spec_to_json
+from dlbench.specs import CompileCache, Convergence, spec_to_json
+from dlbench.stats import interval
 from dlbench.workloads import WORKLOADS, definition, run_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,6 +63,8 @@ CONDITIONS = {
     "quiet-sampler": {},
     "long": {},
     "long-units": {},
+    "cold": {},
+    "warm": {},
 }
 # Conditions that measure differently: steady units of the same length, four times as many; or
 # units four times as long
@@ -65,6 +75,9 @@ HARNESS = "import sys, dlbench.harness as h; h.SAMPLE_INTERVAL_S = {interval}; s
 def run(python, spec, condition, workdir):
     if condition in MEASURE:
         spec = dataclasses.replace(spec, measure=dataclasses.replace(spec.measure, **MEASURE[condition]))
+    shared = CompileCache(directory=str(Path(workdir) / "compile-cache"), fill=condition == "cold")
+    spec = dataclasses.replace(spec, compile_cache=shared if condition in ("cold", "warm") else
+                               CompileCache(directory=None, fill=True))
     spec_json = spec_to_json(spec)
     out = Path(workdir) / "record.json"
     interval = 5.0 if condition == "quiet-sampler" else "h.SAMPLE_INTERVAL_S"
@@ -75,7 +88,8 @@ def run(python, spec, condition, workdir):
     if record["status"] != "ok":
         raise SystemExit(f"{condition}: the run failed: {record['error']}")
     steady = [u["samples"] / u["wall_s"] for u in record["units"] if u["kind"] == "steady"]
-    return float(np.mean(steady)), float(np.std(steady, ddof=1) / np.mean(steady)), steady
+    return (float(np.mean(steady)), float(np.std(steady, ddof=1) / np.mean(steady)), steady,
+            record["summary"]["compile_s"], record["wall_s"])
 
 
 def cv(values):
@@ -104,13 +118,17 @@ def main():
     python = str(venvs / f"{args.framework}-{env_hash(REPO / 'envs' / f'{args.framework}.yaml')}" / "python")
     means = {c: [] for c in args.conditions}
     within = {c: [] for c in args.conditions}
+    processes = {c: [] for c in args.conditions}  # (steady units, compile_s, wall_s) of each process
     with tempfile.TemporaryDirectory() as workdir:
+        if "warm" in args.conditions:
+            run(python, spec, "cold", workdir)  # fills the cache that round 1's warm run reads
         for round_ in range(args.rounds):
             k = round_ % len(args.conditions)
             for condition in args.conditions[k:] + args.conditions[:k]:
-                mean, unit_cv, units = run(python, spec, condition, workdir)
+                mean, unit_cv, units, compile_s, wall_s = run(python, spec, condition, workdir)
                 means[condition].append(mean)
                 within[condition].append(unit_cv)
+                processes[condition].append((units, compile_s, wall_s))
                 print(f"round {round_ + 1} {condition}: {mean:.1f}/s (units' CV {100 * unit_cv:.1f}%)", flush=True)
                 if args.out:
                     new = not args.out.exists()
@@ -125,6 +143,15 @@ def main():
         print(f"{args.workload} {args.framework} {condition}: mean {values.mean():.1f}/s, between-process CV "
               f"{100 * cv(values):.1f}% [{100 * interval.low:.1f}, {100 * interval.high:.1f}] of {len(values)} "
               f"processes; units within a process {100 * np.mean(within[condition]):.1f}%")
+    first = args.conditions[0]
+    for condition in args.conditions:
+        compile_s, wall_s = (np.mean([p[i] for p in processes[condition]]) for i in (1, 2))
+        line = f"{condition}: compile_s {compile_s:.2f}, wall_s {wall_s:.1f} (means of {args.rounds} processes)"
+        if condition != first:
+            sides = [[np.array(p[0]) for p in processes[c]] for c in (condition, first)]
+            ratio, low, high = interval(sides, 0.95, 2000, 0)
+            line += f"; steady throughput {condition} / {first} {ratio:.3f} [{low:.3f}, {high:.3f}]"
+        print(line)
 
 
 if __name__ == "__main__":

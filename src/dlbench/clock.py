@@ -184,6 +184,7 @@ class RunClock:
             results.update(order_sha256=hashlib.sha256(np.ascontiguousarray(order, dtype=np.int64)).hexdigest())
         self.steps_done = 0
         self.started = self.cpu_before = None
+        self.first_started = None  # time.time() when the first block started (the start-up's end)
 
     def upcoming(self):
         return self.plan.upcoming()
@@ -193,6 +194,8 @@ class RunClock:
         return self.workload.epoch_info(int(self.epochs[step])).get("lr")
 
     def start(self):
+        if self.first_started is None:
+            self.first_started = time.time()
         self.cpu_before = self.meter.read() if self.meter else None
         self.backend.barrier(self.placement)
         self.started = time.perf_counter()

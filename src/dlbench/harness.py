@@ -34,7 +34,7 @@ from pathlib import Path
 from dlbench import nodes
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import die_with_parent, kill_group
-from dlbench.protocol import TEMPORARY_PREFIX
+from dlbench.protocol import STARTED, TEMPORARY_PREFIX
 from dlbench.record import make_record, write_json
 from dlbench.specs import spec_from_dict
 
@@ -64,12 +64,10 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     if spec["nodes"] > 1:  # one training process per node (srun, or N on this machine), each finding its place
         cmd = nodes.launcher(spec["nodes"], spec["threads"]) + cmd
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
-    # A session of its own: killing its group ends the workers the training started too.
-    # Compiler caches in the run's folder: every run compiles from scratch, as the first did
-    # (inductor otherwise reuses what an earlier run of the same graph left in /tmp).
-    caches = {name: str(Path(workdir) / "compiler-cache" / name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    # A session of its own: killing its group ends the workers the training started too. The
+    # compilers' caches: the point's or the run's own (dlbench.protocol.compile_cache_folder).
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
-                            env={**os.environ, **caches})
+                            env={**os.environ, STARTED: repr(time.time())})  # the training's start-up begins
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
     limit = memory_limit_mb * 2 ** 20 if memory_limit_mb else None

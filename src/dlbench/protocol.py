@@ -51,6 +51,10 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    one fit epoch per block), from its per-epoch hooks.
 5. At the end, the workload's final evaluation (e.g. test AUC), timed apart.
 
+What a process spends before its first block is timed too (the record's `startup`): the
+interpreter and the project's imports, the framework's import and start, the placement, the
+build, the numerics probes, and the last preparations before the first block.
+
 The harness (`dlbench.harness`) runs all this in a child process with a timeout, samples
 memory and utilisation of the whole process tree (loader workers included, the same way for
 every framework), and writes the record whatever happens.
@@ -76,6 +80,8 @@ from dlbench.specs import spec_from_dict, spec_to_dict
 
 
 TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
+# time.time() of the start-up's steps, in the environment: data-parallel ranks are new processes
+STARTED, MAIN = "DLBENCH_STARTED", "DLBENCH_MAIN"
 _FINISHED = []  # the workloads whose runs are done (see run_process)
 
 
@@ -119,8 +125,21 @@ def cache_files(folder):
     return sum(1 for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
 
 
+def startup_seconds(entered, set_up, built, prepared, first_block):
+    """What the first process spent before its first block, step by step (time.time() stamps;
+    the harness's and main's in the environment)."""
+    started, main_ = (float(os.environ[name]) for name in (STARTED, MAIN))
+    return {"interpreter_s": main_ - started,  # Python and the project's imports (numpy, the config's code)
+            "framework_s": entered - main_,  # the framework's import and start, the device, the launch of the processes
+            "setup_s": set_up - entered,  # threads, devices, the process group (backend.setup)
+            "build_s": built - set_up,  # model, initial weights, optimizer, data and loaders (workload.build)
+            "numerics_s": prepared - built,  # the numerics probes (dlbench.numerics.measure) and the record
+            "first_batches_s": first_block - prepared}  # the run's order, the batches' iterable, a fit's set-up
+
+
 def run_process(rank, spec_dict, result_path, device_kind):
     """One process of a run: the protocol above. Rank 0 writes the results."""
+    entered = time.time()
     spec = spec_from_dict(spec_dict)
     numerics.apply(spec.numerics)  # again: data-parallel ranks started by spawn are new interpreters
     backend = backend_of(spec)
@@ -130,10 +149,12 @@ def run_process(rank, spec_dict, result_path, device_kind):
     cache_settings = backend.compile_cache(cache)  # again: spawned ranks
     cache_files_before = cache_files(cache)
     placement = backend.setup(spec, device_kind, rank)
+    set_up = time.time()
     results = Results(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
     workload.scratch = Path(result_path).resolve().parent  # the harness's folder, removed however the run ends
     workload.build()
+    built = time.time()
     if results:
         results.update(framework_version=backend.version(), library_version=workload.library_version,
                        parameters=workload.parameter_count(),
@@ -144,6 +165,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        **backend.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)
+    prepared = time.time()
     clock = RunClock(spec, placement, backend, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
@@ -152,7 +174,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
     if clock.upcoming() is not None:
         raise RuntimeError(f"{spec.framework} stopped before the run's {clock.upcoming().kind} blocks were done")
     if results:
-        results.update(plan=clock.plan.summary())
+        results.update(plan=clock.plan.summary(),
+                       startup=startup_seconds(entered, set_up, built, prepared, clock.first_started))
         start = time.perf_counter()
         final = workload.final_evaluation()
         results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
@@ -192,6 +215,8 @@ def _end_with_harness(spec_path):
 
 def main():
     """The training process: python -m dlbench.protocol SPEC_FILE RESULT_FILE."""
+    os.environ[MAIN] = repr(time.time())
+    os.environ.setdefault(STARTED, os.environ[MAIN])  # started by hand, not by the harness
     spec_path, result_path = sys.argv[1:3]
     _end_with_harness(spec_path)
     with open(spec_path) as f:

@@ -60,15 +60,23 @@ def _base(record):
             **record["point"], "repeat": record["spec"]["repeat"], "status": record["status"]}
 
 
+# the start-up's steps (dlbench.protocol.startup_seconds), each a runs table column startup_<step>_s
+STARTUP_STEPS = ("interpreter", "framework", "setup", "build", "numerics", "first_batches")
+
+
 def phase_seconds(record):
-    """Where a run's time went, in seconds: training in its convergence segments and their steps
-    (a block's wall_s leaves out the evaluation after it), evaluation (the segments' and the
-    final one), calibration and warm-up units, steady units. None for a failed run or one with
-    no blocks: what it did is not known."""
+    """Where a run's time went, in seconds: the start-up's steps before the first block, training
+    in its convergence segments and their steps (a block's wall_s leaves out the evaluation after
+    it), evaluation (the segments' and the final one), calibration and warm-up units, steady
+    units. None for a failed run or one with no blocks: what it did is not known."""
     segments, units = record["segments"], record["units"]
+    startup = record.get("startup") or {}
+    phases = {f"startup_{step}_s": startup.get(f"{step}_s") for step in STARTUP_STEPS}
     if record["status"] == "failed" or not (segments or units):
-        return dict.fromkeys(("convergence_s", "convergence_steps", "eval_s", "warmup_s", "steady_s"))
+        return {**dict.fromkeys(phases), **dict.fromkeys(("convergence_s", "convergence_steps", "eval_s",
+                                                          "warmup_s", "steady_s"))}
     return {
+        **phases,
         "convergence_s": sum(segment["wall_s"] for segment in segments),
         "convergence_steps": sum(segment["steps"] for segment in segments),
         "eval_s": sum(segment["eval_s"] for segment in segments) + (record["final_eval_s"] or 0),

@@ -70,8 +70,7 @@ def gpu_float32(policy):
 
 def compile_cache(directory):
     """torch.compile's caches (Inductor's FX graphs and kernels, Triton's on GPUs), read when
-    Inductor loads. As PyTorch ships they live in /tmp/torchinductor_<user>, shared by every
-    run ever made: a repeat would then compile warm or cold by chance."""
+    Inductor loads (as PyTorch ships, /tmp/torchinductor_<user>, shared by every run ever made)."""
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(directory)
     os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
     return {name: os.environ[name] for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}

@@ -22,16 +22,22 @@ WARMUP = "warm-up and compilation"
 CONVERGENCE = "convergence training"
 STEADY = "steady units"
 EVALUATION = "evaluation"
-REST = "start-up and the rest"
+STARTUP = "start-up: Python and the framework"
+BUILD = "start-up: model, weights and data"
+PROBES = "start-up: numerics probes"
+REST = "the rest"
 FAILED = "failed runs"
 TABLES = "tables and figures"
-PHASES = (ENVIRONMENT, DATA, WARMUP, CONVERGENCE, STEADY, EVALUATION, REST, FAILED, TABLES)
+PHASES = (ENVIRONMENT, DATA, STARTUP, BUILD, PROBES, WARMUP, CONVERGENCE, STEADY, EVALUATION, REST, FAILED, TABLES)
+# the runs table's start-up steps (dlbench.tables.STARTUP_STEPS) in each start-up phase
+STARTUP_PHASES = {STARTUP: ("interpreter", "framework", "setup"), BUILD: ("build", "first_batches"),
+                  PROBES: ("numerics",)}
 # Colour encodes the phase here (not the framework, as in the other figures): one fixed colour each,
 # grey for what is not a phase of its own, black for the time failed runs cost.
 _COLOURS = sns.color_palette("colorblind", 10)
-PHASE_COLOURS = {ENVIRONMENT: _COLOURS[0], DATA: _COLOURS[8], WARMUP: _COLOURS[2], CONVERGENCE: _COLOURS[3],
-                 STEADY: _COLOURS[4], EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1),
-                 TABLES: _COLOURS[9]}
+PHASE_COLOURS = {ENVIRONMENT: _COLOURS[0], DATA: _COLOURS[8], STARTUP: _COLOURS[1], BUILD: _COLOURS[6],
+                 PROBES: _COLOURS[9], WARMUP: _COLOURS[2], CONVERGENCE: _COLOURS[3], STEADY: _COLOURS[4],
+                 EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1), TABLES: (0.6, 0.6, 0.6)}
 
 # The rules that prepare data, and the workload each prepares it for (fetches: from their names)
 DATA_RULES = {"prepare_mnist": "mnist", "duplicate_mnist": "mnist", "prepare_imdb": "imdb",
@@ -55,12 +61,15 @@ def run_phases(runs):
     segments' steps at the run's steady seconds per step are convergence training; what the
     segments, calibration and warm-up units took beyond that is warm-up and compilation (the
     runs table's compile_s is that excess over every block before the first steady unit). A run
-    with no steady pace keeps its segments' time as convergence training. A failed run's time is
-    all "failed runs"; what the phases leave of a run's wall time is start-up and the rest."""
+    with no steady pace keeps its segments' time as convergence training. The start-up's steps
+    (the runs table's startup_<step>_s) make the three start-up phases. A failed run's time is
+    all "failed runs"; what the phases leave of a run's wall time is the rest."""
     runs = runs.assign(framework=subject(runs))
     at_steady_pace = runs["convergence_steps"] * runs["seconds_per_step"]
     convergence = at_steady_pace.fillna(runs["convergence_s"])
     phases = pd.DataFrame({
+        **{phase: sum(runs.get(f"startup_{step}_s", pd.Series(float("nan"), index=runs.index)) for step in steps)
+           for phase, steps in STARTUP_PHASES.items()},
         WARMUP: runs["convergence_s"] + runs["warmup_s"] - convergence,
         CONVERGENCE: convergence,
         STEADY: runs["steady_s"],
