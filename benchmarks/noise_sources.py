@@ -47,7 +47,7 @@ from scipy import stats
 from dlbench.config import load_config
 from dlbench.envs import env_hash
 from dlbench.specs import CompileCache, Convergence, spec_to_json
-from dlbench.stats import interval
+from dlbench.stats import interval as ratio_interval
 from dlbench.workloads import WORKLOADS, definition, run_set
 
 REPO = Path(__file__).resolve().parents[1]
@@ -134,9 +134,9 @@ def main():
                     new = not args.out.exists()
                     with open(args.out, "a") as f:
                         if new:
-                            f.write("workload,framework,round,condition,samples_per_s,units_cv,units\n")
+                            f.write("workload,framework,round,condition,samples_per_s,units_cv,units,compile_s,wall_s\n")
                         f.write(f"{args.workload},{args.framework},{round_ + 1},{condition},{mean:.3f},{unit_cv:.5f},"
-                                f"{' '.join(f'{u:.2f}' for u in units)}\n")
+                                f"{' '.join(f'{u:.4f}' for u in units)},{compile_s:.3f},{wall_s:.2f}\n")
     for condition in args.conditions:
         values = np.array(means[condition])
         interval = stats.bootstrap((values,), cv, n_resamples=2000, random_state=0).confidence_interval
@@ -149,7 +149,7 @@ def main():
         line = f"{condition}: compile_s {compile_s:.2f}, wall_s {wall_s:.1f} (means of {args.rounds} processes)"
         if condition != first:
             sides = [[np.array(p[0]) for p in processes[c]] for c in (condition, first)]
-            ratio, low, high = interval(sides, 0.95, 2000, 0)
+            ratio, low, high = ratio_interval(sides, 0.95, 2000, 0)
             line += f"; steady throughput {condition} / {first} {ratio:.3f} [{low:.3f}, {high:.3f}]"
         print(line)
 

@@ -118,7 +118,7 @@ def compile_cache_folder(spec, result_path):
     """The folder of the run's compiled programs: the point's (spec.compile_cache.directory), or
     an empty one in the harness's temporary folder, removed with it."""
     directory = spec.compile_cache.directory
-    return Path(directory) if directory else Path(result_path).resolve().parent / "compile-cache"
+    return Path(directory) if directory else Path(result_path).parent / "compile-cache"
 
 
 def cache_files(folder):
