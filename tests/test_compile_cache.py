@@ -1,6 +1,7 @@
 """The compile cache (measurement.compile_cache) through the real harness: the repeat that compiles
 cold starts from an empty folder of the point's and fills it, a later repeat loads every program from
-it and compiles none, and each framework's cache is the point's, never the framework's default one."""
+it and compiles none, and each framework's cache is the point's, never the framework's default one.
+The same records time their start-up step by step (dlbench.protocol.startup_seconds)."""
 import json
 import subprocess
 
@@ -21,7 +22,7 @@ def run(workdir, folder, framework, mode, repeat):
                            "--out", str(out)], cwd=workdir, capture_output=True, text=True, check=False)
     record = json.loads(out.read_text())
     assert record["status"] == "ok", (record["error"] or "") + proc.stderr[-2000:]
-    return record["compile_cache"]
+    return record
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +34,14 @@ def caches(smoke_data, tmp_path_factory):
     def repeats(framework, mode):
         return [run(smoke_data, folder, framework, mode, repeat) for repeat in sequences[framework, mode]]
 
-    return smoke_data, side_by_side({key: lambda key=key: repeats(*key) for key in sequences})
+    records = side_by_side({key: lambda key=key: repeats(*key) for key in sequences})
+    return smoke_data, records, {key: [r["compile_cache"] for r in value] if isinstance(value, list) else value
+                                 for key, value in records.items()}
 
 
 @pytest.mark.parametrize("framework, mode", [("jax", "jit"), ("tensorflow", "xla"), ("pytorch", "compile")])
 def test_repeat_1_compiles_cold_into_the_points_folder(caches, framework, mode):
-    workdir, outcomes = caches
+    workdir, _, outcomes = caches
     first = outcome_of(outcomes, (framework, mode))[0]
     folder = first["directory"]
     assert first["fill"] and first["files_before"] == 0
@@ -50,14 +53,28 @@ def test_repeat_1_compiles_cold_into_the_points_folder(caches, framework, mode):
 
 @pytest.mark.parametrize("framework, mode", [("jax", "jit"), ("tensorflow", "xla")])
 def test_a_later_repeat_loads_every_program_and_compiles_none(caches, framework, mode):
-    first, second = outcome_of(caches[1], (framework, mode))[:2]
+    first, second = outcome_of(caches[2], (framework, mode))[:2]
     assert not second["fill"] and second["directory"] == first["directory"]
     assert second["files_before"] == second["files_after"] == first["files_after"]
 
 
 def test_repeat_1_run_again_empties_the_folder_first(caches):
-    _, second, again = outcome_of(caches[1], ("jax", "jit"))
+    _, second, again = outcome_of(caches[2], ("jax", "jit"))
     assert again["fill"] and again["files_before"] == 0 and again["files_after"] == second["files_after"]
+
+
+@pytest.mark.parametrize("framework, mode", [("jax", "jit"), ("tensorflow", "xla"), ("pytorch", "compile")])
+def test_the_record_times_the_start_up_step_by_step(caches, framework, mode):
+    """Each step of the first process's start-up, none negative, all of them within the time the
+    harness saw before the first block (its wall time less the blocks and the final evaluation)."""
+    for record in outcome_of(caches[1], (framework, mode)):
+        startup = record["startup"]
+        assert set(startup) == {"interpreter_s", "framework_s", "setup_s", "build_s", "numerics_s", "first_batches_s"}
+        assert min(startup.values()) >= 0
+        blocks = sum(block["wall_s"] for block in record["segments"] + record["units"])
+        before = record["wall_s"] - blocks - (record["final_eval_s"] or 0)
+        assert sum(startup.values()) < before
+        assert startup["framework_s"] > 0.1  # importing a framework takes time: the steps are where they say
 
 
 def test_a_framework_that_compiles_nothing_it_can_keep_says_so():
