@@ -26,6 +26,7 @@ def gpu_float32(policy):
 def compile_cache(directory):
     return {}  # nothing compiled
 
+
 def float32_product(a, b, placement):
     return a @ b  # NumPy's, on the CPU
 

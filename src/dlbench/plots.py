@@ -200,7 +200,7 @@ def modes_figure(ratios, runs, path, title):
         where = {k: row[k] for k in keys if pd.notna(row[k])}
         same = runs[(runs["framework"] == row["framework"])
                     & (runs[list(where)] == pd.Series(where)).all(axis=1)] if where else runs
-        cold = same[same["compile_cache"] != "warm"] if "compile_cache" in same else same
+        cold = same[same["compile_cache"] == "cold"]
         seconds = [cold.loc[cold["mode"] == m, "compile_s"].median() for m in row["comparison"].split(" / ")]
         spent = ", ".join(f"{s:.1f} s" if pd.notna(s) else "?" for s in seconds)
         point = " ".join(f"{k}={plain(v)}" for k, v in where.items() if k in varying)

@@ -62,7 +62,8 @@ def compile_cache(config, name, row, columns):
     if not config["measurement"]["compile_cache"] or row["framework"] is None:
         return CompileCache(directory=None, fill=True)
     point = run_id(row, [c for c in columns if c != "repeat"])
-    return CompileCache(directory=f"results/cache/compile/{name}/{row['framework']}/{point}", fill=row["repeat"] <= config["measurement"]["convergence_repeats"])
+    return CompileCache(directory=f"results/cache/compile/{name}/{row['framework']}/{point}",
+                        fill=row["repeat"] <= config["measurement"]["convergence_repeats"])
 
 
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
@@ -70,8 +71,8 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
     the framework's default mode. Only the first measurement.convergence_repeats repeats train
     the convergence segments; a later repeat measures throughput only, from the same start.
-    Repeat 1 compiles cold into the point's compile cache (measurement.compile_cache), the
-    later repeats load from it."""
+    The same repeats compile cold into the point's compile cache (`compile_cache`), the later
+    ones load from it."""
     if row["repeat"] > config["measurement"]["convergence_repeats"]:
         # convergence is a result of the point, not of each process: paid in the first repeats only
         convergence = Convergence(steps=0, eval_every=convergence.eval_every)

@@ -66,6 +66,7 @@ def gpu_float32(policy):
 def compile_cache(directory):
     return {}  # define-by-run: nothing compiled (CuPy's kernel cache is GPU-only, and Chainer has no GPU build here)
 
+
 def float32_product(a, b, placement):
     import chainer
     import chainer.functions as F

@@ -128,6 +128,7 @@ def compile_cache(directory):
         "jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
         "jax_persistent_cache_min_entry_size_bytes")}
 
+
 def float32_product(a, b, placement):
     device = jax.local_devices(backend=placement.device_kind)[0]  # this process's: a run's mesh spans others'
     return np.asarray(jax.jit(jax.numpy.matmul)(jax.device_put(a, device), jax.device_put(b, device)))

@@ -146,6 +146,7 @@ def gpu_float32(policy):
 def compile_cache(directory):
     return engine().compile_cache(directory)
 
+
 def float32_product(a, b, placement):
     """Keras' own product (keras.ops.matmul), in its engine's kernels, on its default device (the
     GPU where the run has one)."""

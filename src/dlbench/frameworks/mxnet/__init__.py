@@ -137,6 +137,7 @@ def gpu_float32(policy):
 def compile_cache(directory):
     return {}  # a hybridized block's graph is built in the process; MXNet keeps none across processes
 
+
 def float32_product(a, b, placement):
     import mxnet as mx
 

@@ -75,6 +75,7 @@ def compile_cache(directory):
     os.environ["TRITON_CACHE_DIR"] = os.path.join(directory, "triton")
     return {name: os.environ[name] for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
 
+
 def float32_product(a, b, placement):
     target = device(placement)
     return (torch.from_numpy(a).to(target) @ torch.from_numpy(b).to(target)).cpu().numpy()

@@ -78,6 +78,7 @@ def compile_cache(directory):
     os.environ["TF_XLA_FLAGS"] = " ".join(kept + [f"--tf_xla_persistent_cache_directory={directory}"])
     return {"TF_XLA_FLAGS": os.environ["TF_XLA_FLAGS"]}
 
+
 def float32_product(a, b, placement):
     with tf.device("/gpu:0" if placement.device_kind == "gpu" else "/cpu:0"):
         return tf.linalg.matmul(tf.constant(a), tf.constant(b)).numpy()
