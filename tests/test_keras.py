@@ -39,7 +39,7 @@ SAMPLES, BATCH = 64, 8
 # units agree within the tolerance): 21 steps over the epochs 1 to 3 of 8 steps each, and
 # three fit calls, one per length.
 MEASURE = Measure(min_unit_seconds=1e9, min_unit_steps=2, max_unit_steps=4, warmup_tolerance=1e9,
-                  max_warmup_units=3, steady_units=2)
+                  max_warmup_units=3, steady_units=2, max_other_cpus=0.5, max_contended_reruns=0)
 CONVERGENCE = Convergence(steps=3, eval_every=3)
 BLOCKS = [("segment", 3), ("calibration", 2), ("calibration", 4), ("warmup", 4), ("steady", 4), ("steady", 4)]
 

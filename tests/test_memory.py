@@ -93,7 +93,8 @@ def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_
     config = load_config(REPO / "config.yaml")
     assert searches(config, config["frameworks"]) == []
     pytorch = tmp_path / "pytorch.yaml"
-    pytorch.write_text("memory: {largest_batch: {frameworks: [pytorch]}}\n")
+    pytorch.write_text("memory: {largest_batch: {frameworks: [pytorch]}}\n"
+                       "chestxray: {modes: {pytorch: [eager, checkpoint]}}\n")
     config = load_config(REPO / "config.yaml", pytorch)
     assert searches(config, config["frameworks"]) == [("pytorch", "eager"), ("pytorch", "checkpoint")]
     paper = load_config(REPO / "config.yaml", REPO / "presets/paper.yaml")

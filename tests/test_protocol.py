@@ -11,7 +11,7 @@ from dlbench.specs import Convergence, Measure
 
 def measure(**changes):
     fields = dict(min_unit_seconds=1.0, min_unit_steps=4, max_unit_steps=64, warmup_tolerance=0.1,
-                  max_warmup_units=4, steady_units=3)
+                  max_warmup_units=4, steady_units=3, max_other_cpus=0.5, max_contended_reruns=2)
     return Measure(**{**fields, **changes})
 
 
@@ -46,7 +46,8 @@ def test_calibration_grows_units_until_one_lasts_the_minimum_then_warms_up_and_m
     assert kinds == ["calibration"] * len(calibration) + ["warmup"] + ["steady"] * 3
     assert {b.steps for b in blocks if b.kind != "calibration"} == {calibration[-1]}
     # the last calibration unit is the first warm-up unit of that length; the next agrees: stable
-    assert plan.summary() == {"unit_steps": calibration[-1], "warmup_units": 2, "warmup_end": "stable"}
+    assert plan.summary() == {"unit_steps": calibration[-1], "warmup_units": 2, "warmup_end": "stable",
+                              "contended_reruns": 0}
 
 
 def test_warm_up_runs_until_two_units_agree_or_the_cap():
@@ -58,7 +59,7 @@ def test_warm_up_runs_until_two_units_agree_or_the_cap():
     # never agreeing: the cap ends it, and the record says so
     plan = Plan(measure(min_unit_steps=32, max_warmup_units=3), Convergence(0, 1))
     play(plan, 0.05, noise=[0.0, 0.5, 0.0, 0.5, 0.0, 0.5])
-    assert plan.summary() == {"unit_steps": 32, "warmup_units": 3, "warmup_end": "cap"}
+    assert plan.summary() == {"unit_steps": 32, "warmup_units": 3, "warmup_end": "cap", "contended_reruns": 0}
 
 
 def test_units_stop_growing_at_the_maximum():
@@ -195,3 +196,75 @@ def test_a_unit_calibrated_before_warm_up_sped_the_steps_up_stays_above_the_mini
         walls.append((block.kind, wall))
         plan.done(wall)
     assert all(wall >= 1.0 for kind, wall in walls if kind == "steady")
+
+
+def test_a_contended_steady_unit_is_timed_again_in_its_place_up_to_the_cap():
+    """Steady units 1 and 2 contended (other processes took more than max_other_cpus): each is
+    recorded as contended and timed again; with the cap (2) spent, a third contended one counts."""
+    plan = Plan(measure(min_unit_steps=32, max_contended_reruns=2), Convergence(0, 1))
+    kinds, steady_seen = [], 0
+    while (block := plan.upcoming()) is not None:
+        contended = block.kind == "steady" and steady_seen in (0, 1, 3)
+        steady_seen += block.kind == "steady"
+        kinds.append(plan.recorded_kind(contended))
+        plan.done(block.steps * 0.05, contended)
+    assert kinds == ["calibration"] * 2 + ["warmup"] + ["contended", "contended"] + ["steady"] * 3
+    assert plan.summary()["contended_reruns"] == 2
+    steps = sum(32 for _ in kinds[1:]) + 1
+    assert steps <= Plan.max_steps(plan.measure, Convergence(0, 1))
+    # a unit nobody contended is never timed again, and warm-up is never "contended"
+    plan = Plan(measure(min_unit_steps=32), Convergence(0, 1))
+    assert [b.kind for b in play(plan, 0.05)].count("steady") == 3 and plan.summary()["contended_reruns"] == 0
+
+
+def test_every_process_times_a_contended_unit_again_though_only_the_first_meters_the_machine(tmp_path):
+    """Only the reporting process reads the machine's CPU (RunClock.meter); the others learn of a
+    contended unit from the mean over the processes, so all of them run the same blocks."""
+    from types import SimpleNamespace
+
+    from dlbench.clock import Results, RunClock
+    from dlbench.contract import Placement
+
+    spec = SimpleNamespace(measure=measure(min_unit_seconds=0.0, min_unit_steps=4, max_contended_reruns=2),
+                           global_batch=2, seed=0, convergence=Convergence(steps=0, eval_every=1), framework="fake")
+
+    class Backend:
+        def barrier(self, placement):
+            pass
+
+        def sync(self, placement, pending):
+            pass
+
+        def to_float(self, value):
+            return value
+
+        def mean_over_processes(self, value, placement):
+            # the contention flag (0 or 1) as a collective gives it: process 0 meters 1 at every
+            # steady unit (Meter below), process 1 meters nothing and says 0
+            return (1.0 + value) / 2 if value in (0.0, 1.0) else value
+
+    class Meter:  # other processes took 1.5 cores during every unit
+        def read(self):
+            return {}
+
+        def usage(self, before, after):
+            return {"other_cpu_s": 1.5 * 0.04}
+
+    def blocks_of(rank):
+        results = Results(tmp_path / f"{rank}.json") if rank == 0 else None
+        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), Backend(), SimpleNamespace(n_train=64), results)
+        clock.meter = Meter() if rank == 0 else None
+        clock.workload = SimpleNamespace(epoch_info=lambda epoch: {})
+        planned = []
+        while (block := clock.upcoming()) is not None:
+            planned.append((block.kind, block.steps))
+            clock.start()
+            clock.started -= 0.04
+            clock.stop(block.steps, None)
+        return planned, clock
+
+    first, clock = blocks_of(0)
+    second, _ = blocks_of(1)
+    assert first == second and clock.plan.summary()["contended_reruns"] == 2
+    kinds = [unit["kind"] for unit in clock.results.data["units"]]
+    assert kinds[-5:] == ["contended", "contended", "steady", "steady", "steady"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlbench.machine import CpuMeter
-from dlbench.record import write_json
+from dlbench.record import contended_unit, write_json
 
 
 def epoch_order(n_samples, global_batch, seed, epoch):
@@ -88,7 +88,9 @@ class Plan:
     ("cap"). Agreement is between neighbours only: a run whose steps keep slowing (or speeding
     up) by more than the tolerance from one unit to the next never agrees and ends at the cap,
     which the record says (warmup_end). Then `steady_units` steady units, and the plan is done
-    (None)."""
+    (None). A steady unit during which other processes took more than `max_other_cpus` cores
+    timed them as well as the framework: it is recorded as `contended` and timed again in its
+    place, up to `max_contended_reruns` times a run; past that it counts, and the tables flag it."""
 
     def __init__(self, measure, convergence):
         self.measure = measure
@@ -101,13 +103,15 @@ class Plan:
         self.calibrated = False
         self.warmup_walls = []   # the warm-up units at the calibrated length
         self.warmup_end = None   # stable or cap
+        self.contended_reruns = 0
 
     @staticmethod
     def max_steps(measure, convergence):
         """An upper bound of the steps a run takes (the length of its order)."""
         first_step = 1 if convergence.steps == 0 else 0  # the compiling step's own block
         calibration = 2 * measure.max_unit_steps  # the doubling's sum
-        return convergence.steps + first_step + calibration + (measure.max_warmup_units + measure.steady_units) * measure.max_unit_steps
+        units = measure.max_warmup_units + measure.steady_units + measure.max_contended_reruns
+        return convergence.steps + first_step + calibration + units * measure.max_unit_steps
 
     def upcoming(self):
         if self.segments_done < len(self.segment_steps):
@@ -122,11 +126,21 @@ class Plan:
             return Block("steady", self.unit_steps)
         return None
 
-    def done(self, wall_s):
-        """The upcoming block ran in wall_s seconds."""
-        m = self.measure
+    def recorded_kind(self, contended):
+        """The kind the upcoming block is recorded as: `contended` for a steady unit that is timed
+        again (contended: other processes took more than max_other_cpus cores during it)."""
         kind = self.upcoming().kind
-        if kind == "segment":
+        if kind == "steady" and contended and self.contended_reruns < self.measure.max_contended_reruns:
+            return "contended"
+        return kind
+
+    def done(self, wall_s, contended=False):
+        """The upcoming block ran in wall_s seconds (contended: see recorded_kind)."""
+        m = self.measure
+        kind = self.recorded_kind(contended)
+        if kind == "contended":
+            self.contended_reruns += 1
+        elif kind == "segment":
             self.segments_done += 1
         elif self.first_step_alone:
             self.first_step_alone = False  # its time holds compiling: it sets no length
@@ -151,7 +165,8 @@ class Plan:
             self.warmup_end = "cap"
 
     def summary(self):
-        return {"unit_steps": self.unit_steps, "warmup_units": len(self.warmup_walls), "warmup_end": self.warmup_end}
+        return {"unit_steps": self.unit_steps, "warmup_units": len(self.warmup_walls), "warmup_end": self.warmup_end,
+                "contended_reruns": self.contended_reruns}
 
 
 class RunClock:
@@ -214,13 +229,20 @@ class RunClock:
         block = self.plan.upcoming()
         if steps != block.steps:
             raise RuntimeError(f"{self.spec.framework} ran {steps} steps of a {block.kind} block of {block.steps}")
+        contended = False
+        if block.kind == "steady":
+            # only the reporting process meters the machine: the others count 0, and any flag is > 0
+            # in the mean, so that every process plans the same next block
+            here = machine is not None and contended_unit(machine, wall_s, self.spec.measure.max_other_cpus)
+            contended = self.backend.mean_over_processes(float(here), self.placement) > 0
+        kind = self.plan.recorded_kind(contended)
         loss = None
         if loss_sum is not None:
             loss = self.backend.mean_over_processes(self.backend.to_float(loss_sum), self.placement) / steps
         self.steps_done += steps
         last = self.steps_done - 1
         if self.results:
-            values = dict(index=len(self.results.data["segments" if block.kind == "segment" else "units"]) + 1,
+            values = dict(index=len(self.results.data["segments" if kind == "segment" else "units"]) + 1,
                           steps=steps, step_end=self.steps_done, epoch=int(self.epochs[last]), wall_s=wall_s,
                           samples=steps * self.spec.global_batch, loss=loss, machine=machine,
                           lr=self.learning_rate(last))
@@ -228,10 +250,10 @@ class RunClock:
                 eval_start = time.perf_counter()
                 values["metric"] = self.workload.evaluate()
                 values["eval_s"] = time.perf_counter() - eval_start
-            self.results.block(block.kind, **values)
+            self.results.block(kind, **values)
         if block.kind == "segment":
             self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
-        self.plan.done(planned_s)
+        self.plan.done(planned_s, contended)
 
 
 def run_blocks(workload, clock):

@@ -13,7 +13,7 @@ import numpy as np
 from dlbench.envs import running_interpreter
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 10
+RECORD_VERSION = 11
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -129,6 +129,13 @@ def environment():
     }
 
 
+def contended_unit(usage, wall_s, max_other_cpus):
+    """Whether other processes used more than `max_other_cpus` cores on average during a unit of
+    wall_s seconds (usage: a unit's `machine`, dlbench.machine.CpuMeter.usage): it timed them as well as the run."""
+    other = usage.get("other_cpu_s")
+    return other is not None and other / wall_s > max_other_cpus
+
+
 def peak_rss_bytes():
     """Peak resident memory of this process (Linux reports ru_maxrss in KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -147,7 +154,8 @@ def summarise(segments, units):
     steady = [u for u in units if u["kind"] == "steady"]
     blocks = segments + units
     per_step = float(np.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None
-    before = blocks[:blocks.index(steady[0])] if steady else []
+    # a contended unit timed the machine's other processes too: it is neither step nor compiling
+    before = [b for b in blocks[:blocks.index(steady[0])] if b["kind"] != "contended"] if steady else []
     return {
         "first_segment_s": segments[0]["wall_s"] if segments else None,
         "compile_s": sum(b["wall_s"] - b["steps"] * per_step for b in before) if steady else None,

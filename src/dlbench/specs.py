@@ -46,6 +46,8 @@ class Measure:
     warmup_tolerance: float   # warm-up ends when two consecutive units agree within this fraction ...
     max_warmup_units: int     # ... or after this many warm-up units of the calibrated length
     steady_units: int         # the measurement: units after the warm-up
+    max_other_cpus: float     # a steady unit while other processes used more cores is contended ...
+    max_contended_reruns: int  # ... and timed again in its place, up to this many times a run
 
 
 @dataclass(frozen=True)

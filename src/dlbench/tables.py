@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.record import cpu_line
+from dlbench.record import contended_unit, cpu_line
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_from_dict
 from dlbench.workloads import run_set
@@ -68,13 +68,14 @@ def phase_seconds(record):
     """Where a run's time went, in seconds: the start-up's steps before the first block, training
     in its convergence segments and their steps (a block's wall_s leaves out the evaluation after
     it), evaluation (the segments' and the final one), calibration and warm-up units, steady
-    units. None for a failed run or one with no blocks: what it did is not known."""
+    units, contended units timed again. None for a failed run or one with no blocks: what it did
+    is not known."""
     segments, units = record["segments"], record["units"]
     startup = record.get("startup") or {}
     phases = {f"startup_{step}_s": startup.get(f"{step}_s") for step in STARTUP_STEPS}
     if record["status"] == "failed" or not (segments or units):
         return {**dict.fromkeys(phases), **dict.fromkeys(("convergence_s", "convergence_steps", "eval_s",
-                                                          "warmup_s", "steady_s"))}
+                                                          "warmup_s", "steady_s", "contended_s"))}
     return {
         **phases,
         "convergence_s": sum(segment["wall_s"] for segment in segments),
@@ -82,6 +83,7 @@ def phase_seconds(record):
         "eval_s": sum(segment["eval_s"] for segment in segments) + (record["final_eval_s"] or 0),
         "warmup_s": sum(unit["wall_s"] for unit in units if unit["kind"] in ("calibration", "warmup")),
         "steady_s": sum(unit["wall_s"] for unit in units if unit["kind"] == "steady"),
+        "contended_s": sum(unit["wall_s"] for unit in units if unit["kind"] == "contended"),
     }
 
 
@@ -169,17 +171,13 @@ def _machine(block):
     return {key: machine.get(key) for key in ("steal_s", "other_cpu_s", "run_cpu_s", "minor_faults", "cpus")}
 
 
-def contended(machine, wall_s, max_other_cpus):
-    """Whether other processes used more than `max_other_cpus` cores on average during a unit:
-    a step on OpenMP threads (PyTorch, MXNet) stalls when one of its cores is taken."""
-    other = machine.get("other_cpu_s")
-    return other is not None and other / wall_s > max_other_cpus
-
-
 def unit_rows(record, min_unit_seconds, max_other_cpus):
-    """One row per timed unit of a run (calibration, warm-up, steady); with what the machine
-    did meanwhile, whether a steady unit was shorter than the minimum and whether other
-    processes took more than `max_other_cpus` cores during it."""
+    """One row per timed unit of a run (calibration, warm-up, steady, and the contended ones timed
+    again: `warmup` is every unit that is not steady); with what the machine did meanwhile,
+    whether a steady unit was shorter than the minimum and whether other processes took more
+    than `max_other_cpus` cores during it (a steady unit that was counted all the same: the run
+    timed its contended units again up to max_contended_reruns; a step on OpenMP threads, as
+    PyTorch's and MXNet's, stalls when one of its cores is taken)."""
     rows = []
     for unit in record["units"]:
         steady = unit["kind"] == "steady"
@@ -196,7 +194,7 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
             "loss": unit["loss"],
             **_machine(unit),
             "below_minimum": steady and unit["wall_s"] < min_unit_seconds,
-            "contended": steady and contended(unit["machine"] or {}, unit["wall_s"], max_other_cpus),
+            "contended": steady and contended_unit(unit["machine"] or {}, unit["wall_s"], max_other_cpus),
         })
     return rows
 

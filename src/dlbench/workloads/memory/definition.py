@@ -57,9 +57,10 @@ def memory_rows(workload):
 
 
 def memory_measure(steps):
-    """Units of `steps` steps after the first step alone: calibration (no minimum time), one warm-up, one steady."""
+    """Units of `steps` steps after the first step alone: calibration (no minimum time), one warm-up, one
+    steady, never timed again (the pass measures memory, not time)."""
     return Measure(min_unit_seconds=0.0, min_unit_steps=steps, max_unit_steps=steps, warmup_tolerance=1.0,
-                   max_warmup_units=1, steady_units=1)
+                   max_warmup_units=1, steady_units=1, max_other_cpus=0.0, max_contended_reruns=0)
 
 
 def as_memory_run(spec, name, row, config, batch):

@@ -21,6 +21,7 @@ DATA = "data preparation"
 WARMUP = "warm-up and compilation"
 CONVERGENCE = "convergence training"
 STEADY = "steady units"
+CONTENDED = "contended units, timed again"
 EVALUATION = "evaluation"
 STARTUP = "start-up: Python and the framework"
 BUILD = "start-up: model, weights and data"
@@ -28,7 +29,8 @@ PROBES = "start-up: numerics probes"
 REST = "the rest"
 FAILED = "failed runs"
 TABLES = "tables and figures"
-PHASES = (ENVIRONMENT, DATA, STARTUP, BUILD, PROBES, WARMUP, CONVERGENCE, STEADY, EVALUATION, REST, FAILED, TABLES)
+PHASES = (ENVIRONMENT, DATA, STARTUP, BUILD, PROBES, WARMUP, CONVERGENCE, STEADY, CONTENDED, EVALUATION, REST, FAILED,
+          TABLES)
 # the runs table's start-up steps (dlbench.tables.STARTUP_STEPS) in each start-up phase
 STARTUP_PHASES = {STARTUP: ("interpreter", "framework", "setup"), BUILD: ("build", "first_batches"),
                   PROBES: ("numerics",)}
@@ -37,7 +39,8 @@ STARTUP_PHASES = {STARTUP: ("interpreter", "framework", "setup"), BUILD: ("build
 _COLOURS = sns.color_palette("colorblind", 10)
 PHASE_COLOURS = {ENVIRONMENT: _COLOURS[0], DATA: _COLOURS[8], STARTUP: _COLOURS[1], BUILD: _COLOURS[6],
                  PROBES: _COLOURS[9], WARMUP: _COLOURS[2], CONVERGENCE: _COLOURS[3], STEADY: _COLOURS[4],
-                 EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1), TABLES: (0.6, 0.6, 0.6)}
+                 CONTENDED: (0.55, 0.0, 0.0), EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1),
+                 TABLES: (0.6, 0.6, 0.6)}
 
 # The rules that prepare data, and the workload each prepares it for (fetches: from their names)
 DATA_RULES = {"prepare_mnist": "mnist", "duplicate_mnist": "mnist", "prepare_imdb": "imdb",
@@ -61,7 +64,8 @@ def run_phases(runs):
     segments' steps at the run's steady seconds per step are convergence training; what the
     segments, calibration and warm-up units took beyond that is warm-up and compilation (the
     runs table's compile_s is that excess over every block before the first steady unit). A run
-    with no steady pace keeps its segments' time as convergence training. The start-up's steps
+    with no steady pace keeps its segments' time as convergence training. Steady units that other
+    processes contended were timed again: their time is a phase of its own. The start-up's steps
     (the runs table's startup_<step>_s) make the three start-up phases. A failed run's time is
     all "failed runs"; what the phases leave of a run's wall time is the rest."""
     runs = runs.assign(framework=subject(runs))
@@ -73,6 +77,7 @@ def run_phases(runs):
         WARMUP: runs["convergence_s"] + runs["warmup_s"] - convergence,
         CONVERGENCE: convergence,
         STEADY: runs["steady_s"],
+        CONTENDED: runs["contended_s"],
         EVALUATION: runs["eval_s"],
     })
     failed = runs["status"] == "failed"
