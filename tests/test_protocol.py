@@ -268,3 +268,22 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
     assert first == second and clock.plan.summary()["contended_reruns"] == 2
     kinds = [unit["kind"] for unit in clock.results.data["units"]]
     assert kinds[-5:] == ["contended", "contended", "steady", "steady", "steady"]
+
+
+def test_steps_that_speed_up_twice_after_calibration_lengthen_the_unit_before_the_steady_units():
+    """Seen in onnxruntime: calibrated on 358 steps in 0.70 s, then 0.36 s for the same units.
+    A warm-up unit under min_unit_seconds makes the units after it longer at the new speed, and
+    ends no warm-up: every steady unit lasts the minimum, and the steps fit the run's order."""
+    plan = Plan(measure(min_unit_seconds=0.5, min_unit_steps=5, max_unit_steps=1000), Convergence(0, 1))
+    walls = []
+    while (block := plan.upcoming()) is not None:
+        fast = block.kind != "calibration" or plan.calibrated
+        wall = block.steps * (0.001 if fast else 0.002)
+        walls.append((block.kind, block.steps, wall))
+        plan.done(wall)
+    steady = [(steps, wall) for kind, steps, wall in walls if kind == "steady"]
+    assert len(steady) == 3 and all(wall >= 0.5 for _, wall in steady)
+    warmup = [(steps, wall) for kind, steps, wall in walls if kind == "warmup"]
+    assert warmup[0][1] < 0.5 and warmup[-1][0] > warmup[0][0]  # the short unit, then longer ones
+    assert plan.summary()["warmup_end"] == "stable"
+    assert sum(steps for _, steps, _ in walls) <= Plan.max_steps(plan.measure, Convergence(0, 1))

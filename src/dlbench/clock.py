@@ -84,10 +84,13 @@ class Plan:
     first warm-up unit.
 
     The warm-up rule: warm-up units of that length follow until two consecutive ones agree, the
-    later within `warmup_tolerance` of the earlier ("stable"), or `max_warmup_units` have run
-    ("cap"). Agreement is between neighbours only: a run whose steps keep slowing (or speeding
-    up) by more than the tolerance from one unit to the next never agrees and ends at the cap,
-    which the record says (warmup_end). Then `steady_units` steady units, and the plan is done
+    later's seconds per step within `warmup_tolerance` of the earlier's ("stable"), or
+    `max_warmup_units` have run ("cap"). Agreement is between neighbours only: a run whose steps
+    keep slowing (or speeding up) by more than the tolerance from one unit to the next never
+    agrees and ends at the cap, which the record says (warmup_end). A warm-up unit shorter than
+    `min_unit_seconds` (the steps sped up after calibration: seen at 2x in onnxruntime) ends no
+    warm-up and makes the units after it longer, as calibration would at its speed (at most
+    `max_unit_steps`), so that the steady units last the minimum. Then `steady_units` steady units, and the plan is done
     (None). A steady unit during which other processes took more than `max_other_cpus` cores
     timed them as well as the framework: it is recorded as `contended` and timed again in its
     place, up to `max_contended_reruns` times a run; past that it counts, and the tables flag it."""
@@ -101,7 +104,8 @@ class Plan:
         self.first_step_alone = convergence.steps == 0
         self.unit_steps = measure.min_unit_steps
         self.calibrated = False
-        self.warmup_walls = []   # the warm-up units at the calibrated length
+        self.warmup_walls = []   # the warm-up units' times ...
+        self.warmup_steps = []   # ... and their steps
         self.warmup_end = None   # stable or cap
         self.contended_reruns = 0
 
@@ -157,11 +161,17 @@ class Plan:
             self.steady_done += 1
 
     def _warmup(self, wall_s):
+        m = self.measure
         self.warmup_walls.append(wall_s)
-        walls = self.warmup_walls
-        if len(walls) >= 2 and abs(walls[-1] - walls[-2]) <= self.measure.warmup_tolerance * walls[-2]:
+        self.warmup_steps.append(self.unit_steps)
+        per_step = [wall / steps for wall, steps in zip(self.warmup_walls, self.warmup_steps)]
+        short = wall_s < m.min_unit_seconds and self.unit_steps < m.max_unit_steps
+        if short:
+            wanted = math.ceil(self.unit_steps * CALIBRATION_MARGIN * m.min_unit_seconds / max(wall_s, 1e-9))
+            self.unit_steps = min(m.max_unit_steps, wanted)
+        if not short and len(per_step) >= 2 and abs(per_step[-1] - per_step[-2]) <= m.warmup_tolerance * per_step[-2]:
             self.warmup_end = "stable"
-        elif len(walls) >= self.measure.max_warmup_units:
+        elif len(per_step) >= m.max_warmup_units:
             self.warmup_end = "cap"
 
     def summary(self):
