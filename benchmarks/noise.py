@@ -2,12 +2,21 @@
 its first 3 repeats' means; points with fewer are left out) and the cores other processes took
 during its steady units (their median, and the share above 0.5: contended).
 
+And how many steady units a process should time, by Kalibera and Jones ("Rigorous benchmarking
+in reasonable time", 2013, the two-level design): with c_run the seconds a process costs besides
+its steady units (start-up, compiling, warm-up, convergence, evaluation), c_unit the seconds of a
+steady unit, s2_within the variance of a unit's throughput within a process and s2_between the
+variance of the processes' means beyond what s2_within explains, the variance of a point's mean
+per second spent is least at sqrt(c_run s2_within / (c_unit s2_between)) units a process (the
+medians over the run set's points, each variance relative to its point's mean squared).
+
 python benchmarks/noise.py results"""
 import glob, json, sys, collections
 import numpy as np
 folder = sys.argv[1] if len(sys.argv) > 1 else "results"
 points = collections.defaultdict(dict)
 other = collections.defaultdict(list)
+costs = collections.defaultdict(list)  # (c_run, c_unit) per process
 for f in glob.glob(f"{folder}/runs/*/*/*.json"):
     run_set = f.split("/runs/")[1].split("/")[0]
     if run_set.endswith("-memory"):
@@ -20,15 +29,31 @@ for f in glob.glob(f"{folder}/runs/*/*/*.json"):
         continue
     rep = r["spec"]["repeat"]
     key = (f.split("/runs/")[1].split("/")[1], r["run_id"].split("_repeat~")[0])
-    points[run_set].setdefault(key, {})[rep] = np.mean([u["samples"] / u["wall_s"] for u in steady])
+    points[run_set].setdefault(key, {})[rep] = np.array([u["samples"] / u["wall_s"] for u in steady])
     other[run_set] += [u["machine"]["other_cpu_s"] / u["wall_s"] for u in steady if u.get("machine")]
+    steady_s = sum(u["wall_s"] for u in steady)
+    costs[run_set].append((r["wall_s"] - steady_s, steady_s / len(steady)))
 for run_set in sorted(points):
-    cvs = []
+    cvs, within, between = [], [], []
     for reps in points[run_set].values():
-        first = [reps[k] for k in (1, 2, 3) if k in reps]
+        first = [reps[k].mean() for k in (1, 2, 3) if k in reps]
         if len(first) == 3:
             cvs.append(np.std(first, ddof=1) / np.mean(first))
+        runs = [units for units in reps.values() if len(units) > 1]
+        if len(runs) >= 3:
+            mean = np.mean([units.mean() for units in runs])
+            w = np.mean([units.var(ddof=1) for units in runs]) / mean ** 2
+            m = np.mean([len(units) for units in runs])
+            within.append(w)
+            between.append(max(np.var([units.mean() for units in runs], ddof=1) / mean ** 2 - w / m, 0.0))
     o = np.array(other[run_set])
     print(f"{run_set}: points with 3 repeats {len(cvs)}, median between-process CV "
           f"{100 * np.median(cvs) if cvs else float('nan'):.1f}%; other processes per steady unit: median "
           f"{np.median(o):.2f} cores, above 0.5 in {np.mean(o > 0.5):.0%} of {len(o)}")
+    if within:
+        c_run, c_unit = np.median(costs[run_set], axis=0)
+        w, b = np.median(within), np.median(between)
+        best = np.sqrt(c_run * w / (c_unit * b)) if b > 0 else float("inf")
+        print(f"  a process: {c_run:.1f} s besides its steady units, {c_unit:.2f} s a unit; CV within "
+              f"{100 * np.sqrt(w):.1f}%, between beyond it {100 * np.sqrt(b):.1f}%: the least variance per "
+              f"second at {best:.1f} steady units a process")
