@@ -116,7 +116,7 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         # the first step alone where no convergence segment took it (the loaders)
         first_step = [] if run["segments"] else [("calibration", 1)]
         assert [(u["kind"], u["steps"]) for u in run["units"]] == first_step + [("calibration", 2), ("steady", 2)]
-        assert run["plan"] == {"unit_steps": 2, "warmup_units": 1, "warmup_end": "cap"}
+        assert run["plan"] == {"unit_steps": 2, "warmup_units": 1, "warmup_end": "cap", "contended_reruns": 0}
         assert run["summary"]["steady_units"] == 1
         assert run["summary"]["steady_steps"] == run["units"][-1]["steps"] == 2
         assert run["summary"]["samples_per_s"] > 0
