@@ -90,10 +90,11 @@ class Plan:
     agrees and ends at the cap, which the record says (warmup_end). A warm-up unit shorter than
     `min_unit_seconds` (the steps sped up after calibration: seen at 2x in onnxruntime) ends no
     warm-up and makes the units after it longer, as calibration would at its speed (at most
-    `max_unit_steps`), so that the steady units last the minimum. Then `steady_units` steady units, and the plan is done
-    (None). A steady unit during which other processes took more than `max_other_cpus` cores
-    timed them as well as the framework: it is recorded as `contended` and timed again in its
-    place, up to `max_contended_reruns` times a run; past that it counts, and the tables flag it."""
+    `max_unit_steps`), so that the steady units last the minimum. Then `steady_units` steady
+    units, and the plan is done (None). A steady unit during which other processes took more than
+    `max_other_cpus` cores timed them as well as the framework: it is recorded as `contended` and
+    timed again in its place, up to `max_contended_reruns` times a run; past that it counts, and
+    the tables flag it."""
 
     def __init__(self, measure, convergence):
         self.measure = measure
