@@ -138,6 +138,26 @@ def test_a_framework_s_code_never_imports_the_protocol():
         assert not any(f.startswith(("dlbench/frameworks/", "dlbench/workloads/")) for f in files - registries), module
 
 
+class FakeBackend:
+    """A framework backend of one process of several, for the clock: nothing to wait for or sync;
+    the collective mean_over_processes is `mean(rank, value)`, what the test says the others give."""
+
+    def __init__(self, rank, mean):
+        self.rank, self.mean = rank, mean
+
+    def barrier(self, placement):
+        pass
+
+    def sync(self, placement, pending):
+        pass
+
+    def to_float(self, value):
+        return value
+
+    def mean_over_processes(self, value, placement):
+        return self.mean(self.rank, value)
+
+
 def test_every_process_plans_its_blocks_from_the_same_time():
     """Two processes of one run, one a little slower by its own clock near the calibration's
     threshold: both plan from the mean of their times (mean_over_processes), so they run the
@@ -152,24 +172,12 @@ def test_every_process_plans_its_blocks_from_the_same_time():
     own_seconds_per_step = {0: 0.26, 1: 0.24}  # 4 steps: 1.04 s and 0.96 s, either side of 1 s
     mean_seconds_per_step = sum(own_seconds_per_step.values()) / 2
 
-    class Backend:
-        def __init__(self, rank):
-            self.rank = rank
-
-        def barrier(self, placement):
-            pass
-
-        def sync(self, placement, pending):
-            pass
-
-        def to_float(self, value):
-            return value
-
-        def mean_over_processes(self, value, placement):  # the processes' mean, as a collective gives it
-            return value * mean_seconds_per_step / own_seconds_per_step[self.rank]
+    def mean_over_processes(rank, value):  # the processes' mean, as a collective gives it
+        return value * mean_seconds_per_step / own_seconds_per_step[rank]
 
     def blocks_of(rank):
-        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), Backend(rank), SimpleNamespace(n_train=64), None)
+        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), FakeBackend(rank, mean_over_processes),
+                         SimpleNamespace(n_train=64), None)
         clock.started = None
         planned = []
         while (block := clock.upcoming()) is not None:
@@ -228,20 +236,10 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
     spec = SimpleNamespace(measure=measure(min_unit_seconds=0.0, min_unit_steps=4, max_contended_reruns=2),
                            global_batch=2, seed=0, convergence=Convergence(steps=0, eval_every=1), framework="fake")
 
-    class Backend:
-        def barrier(self, placement):
-            pass
-
-        def sync(self, placement, pending):
-            pass
-
-        def to_float(self, value):
-            return value
-
-        def mean_over_processes(self, value, placement):
-            # the contention flag (0 or 1) as a collective gives it: process 0 meters 1 at every
-            # steady unit (Meter below), process 1 meters nothing and says 0
-            return (1.0 + value) / 2 if value in (0.0, 1.0) else value
+    def mean_over_processes(rank, value):
+        # the contention flag (0 or 1) as a collective gives it: process 0 meters 1 at every
+        # steady unit (Meter below), process 1 meters nothing and says 0
+        return (1.0 + value) / 2 if value in (0.0, 1.0) else value
 
     class Meter:  # other processes took 1.5 cores during every unit
         def read(self):
@@ -252,7 +250,8 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
 
     def blocks_of(rank):
         results = Results(tmp_path / f"{rank}.json") if rank == 0 else None
-        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), Backend(), SimpleNamespace(n_train=64), results)
+        clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), FakeBackend(rank, mean_over_processes),
+                         SimpleNamespace(n_train=64), results)
         clock.meter = Meter() if rank == 0 else None
         clock.workload = SimpleNamespace(epoch_info=lambda epoch: {})
         planned = []
