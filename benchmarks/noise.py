@@ -10,13 +10,25 @@ variance of the processes' means beyond what s2_within explains, the variance of
 per second spent is least at sqrt(c_run s2_within / (c_unit s2_between)) units a process (the
 medians over the run set's points, each variance relative to its point's mean squared).
 
-python benchmarks/noise.py results"""
-import glob, json, sys, collections
+And what a narrower answer costs: the processes a point needs for a ratio of two of its points to
+have a 95% interval no wider than --width (high / low), at the run set's variance between
+processes as the statistics moderate it (`dlbench.stats.variance_prior`, equal repeats a side,
+the normal quantile: the prior's degrees of freedom are large here), and the minutes that takes
+at the run set's mean process time and number of points.
+
+python benchmarks/noise.py results [--width 1.15]"""
+import argparse, glob, json, collections
 import numpy as np
-folder = sys.argv[1] if len(sys.argv) > 1 else "results"
+from dlbench.stats import variance_prior
+parser = argparse.ArgumentParser()
+parser.add_argument("folder", nargs="?", default="results")
+parser.add_argument("--width", type=float, default=1.15, help="the ratio interval's high / low to cost")
+args = parser.parse_args()
+folder = args.folder
 points = collections.defaultdict(dict)
 other = collections.defaultdict(list)
 costs = collections.defaultdict(list)  # (c_run, c_unit) per process
+process_s = collections.defaultdict(list)
 for f in glob.glob(f"{folder}/runs/*/*/*.json"):
     run_set = f.split("/runs/")[1].split("/")[0]
     if run_set.endswith("-memory"):
@@ -33,6 +45,7 @@ for f in glob.glob(f"{folder}/runs/*/*/*.json"):
     other[run_set] += [u["machine"]["other_cpu_s"] / u["wall_s"] for u in steady if u.get("machine")]
     steady_s = sum(u["wall_s"] for u in steady)
     costs[run_set].append((r["wall_s"] - steady_s, steady_s / len(steady)))
+    process_s[run_set].append(r["wall_s"])
 for run_set in sorted(points):
     cvs, within, between = [], [], []
     for reps in points[run_set].values():
@@ -57,3 +70,12 @@ for run_set in sorted(points):
         print(f"  a process: {c_run:.1f} s besides its steady units, {c_unit:.2f} s a unit; CV within "
               f"{100 * np.sqrt(w):.1f}%, between beyond it {100 * np.sqrt(b):.1f}%: the least variance per "
               f"second at {best:.1f} steady units a process")
+    _, s2 = variance_prior([list(reps.values()) for reps in points[run_set].values()])
+    if s2 > 0:
+        # a ratio's log interval: +-1.96 sqrt(2 s2 / n), its width (high / low) exp(2 x 1.96 sqrt(2 s2 / n))
+        needed = int(np.ceil(2 * s2 * (2 * 1.96 / np.log(args.width)) ** 2))
+        minutes = needed * len(points[run_set]) * np.mean(process_s[run_set]) / 60
+        print(f"  between processes (moderated) {100 * np.sqrt(s2):.1f}% of the log: a ratio within x{args.width} "
+              f"needs {needed} processes a point, {minutes:.0f} min for its {len(points[run_set])} points at "
+              f"{np.mean(process_s[run_set]):.1f} s a process (now {len(process_s[run_set])} processes, "
+              f"{sum(process_s[run_set]) / 60:.0f} min)")
