@@ -1,12 +1,17 @@
 """The measurement plan and the run's order (dlbench.clock), without a framework; the protocol's
-modules import each other one way."""
+modules import each other one way; what these pins cannot run is recorded as such before its
+framework starts."""
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dlbench.clock import Block, epoch_order, Plan, run_order
-from dlbench.specs import Convergence, Measure
+from dlbench.specs import Convergence, Measure, spec_to_json
+from specs import smoke_spec
 
 
 def measure(**changes):
@@ -286,3 +291,38 @@ def test_steps_that_speed_up_twice_after_calibration_lengthen_the_unit_before_th
     assert warmup[0][1] < 0.5 and warmup[-1][0] > warmup[0][0]  # the short unit, then longer ones
     assert plan.summary()["warmup_end"] == "stable"
     assert sum(steps for _, steps, _ in walls) <= Plan.max_steps(plan.measure, Convergence(0, 1))
+
+
+# Every framework package a backend imports: a run that imported one would fail here
+FRAMEWORK_PACKAGES = ["torch", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet", "chainer", "cupy"]
+BLOCKED_START = ("import sys; sys.modules.update(dict.fromkeys({packages!r})); sys.argv = ['protocol', *sys.argv[1:]]; "
+                 "from dlbench.protocol import main; main()")
+
+
+@pytest.mark.parametrize("workload, framework, row, reason", [
+    ("mnist", "pytorch", {"devices": 2, "strategy": "horovod"}, "does not build against torch"),
+    ("mnist", "tensorflow", {"devices": 2, "strategy": "horovod"}, "does not build against tensorflow"),
+    ("mnist", "keras-torch", {"devices": 2, "strategy": "data-parallel"}, "not on torch"),
+    ("imdb", "jax", {"grad": "sparse"}, "sparse embedding gradients"),
+])
+def test_a_run_its_pins_cannot_do_is_not_applicable_before_its_framework_starts(tmp_path, workload, framework, row,
+                                                                                  reason):
+    """The run is recorded as not applicable, with why, by a process in which importing any framework fails."""
+    spec, result = tmp_path / "spec.json", tmp_path / "result.json"
+    spec.write_text(spec_to_json(smoke_spec(workload, framework, **row)))
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_START.format(packages=FRAMEWORK_PACKAGES), str(spec),
+                           str(result)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    written = json.loads(result.read_text())
+    assert written["status"] == "not_applicable" and reason in written["reason"], written
+
+
+def test_a_run_it_can_do_gets_past_the_check_to_its_framework(tmp_path):
+    """The check before the start stops only what the table names: PyTorch's sparse gradients go on to
+    import torch (which this process cannot)."""
+    spec, result = tmp_path / "spec.json", tmp_path / "result.json"
+    spec.write_text(spec_to_json(smoke_spec("imdb", "pytorch", grad="sparse")))
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_START.format(packages=FRAMEWORK_PACKAGES), str(spec),
+                           str(result)], capture_output=True, text=True, timeout=60)
+    assert "import of torch halted" in proc.stderr or "No module named 'torch'" in proc.stderr, proc.stderr[-2000:]
+    assert not result.exists()

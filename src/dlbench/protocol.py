@@ -73,7 +73,7 @@ from pathlib import Path
 from dlbench import nodes, numerics
 from dlbench.clock import Results, RunClock, run_blocks
 from dlbench.contract import FrameworkError, NotApplicable
-from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, workload_module
+from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start, workload_module
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict
@@ -222,6 +222,10 @@ def main():
     with open(spec_path) as f:
         spec_dict = json.load(f)
     spec = spec_from_dict(spec_dict)
+    try:
+        not_applicable_before_start(spec)  # what these pins cannot run costs no framework start-up
+    except NotApplicable as reason:
+        _end(result_path, nodes.this_node(spec), reason)
     numerics.apply(spec.numerics)  # before the backend imports its framework, which starts threads
     backend = backend_of(spec)
     if hasattr(backend, "configure"):
@@ -240,9 +244,16 @@ def main():
         workload_class(spec).check(spec, device_kind)
         backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
     except NotApplicable as reason:
+        _end(result_path, node, reason)
+    _end(result_path, node)
+
+
+def _end(result_path, node, not_applicable=None):
+    """The process's end: where the run is not applicable, rank 0 writes why."""
+    if not_applicable is not None:
         if node.rank == 0:
-            write_json(result_path, {"status": "not_applicable", "reason": str(reason)})
-        print(f"not applicable: {reason}", file=sys.stderr)
+            write_json(result_path, {"status": "not_applicable", "reason": str(not_applicable)})
+        print(f"not applicable: {not_applicable}", file=sys.stderr)
     nodes.write_node_file(result_path, node)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -68,6 +68,37 @@ FRAMEWORKS = {
 
 RECOMPUTING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # the memory-saving modes
 
+# What no run of these pins can do, known from its spec alone: {(framework, spec field, value): why}.
+# Checked before the framework is imported (not_applicable_before_start), so that such a run is
+# recorded as not applicable without its framework's start-up (seconds, in every sweep that has it).
+# Both tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see README, "Horovod").
+HOROVOD_TORCH = ("Horovod 0.28.1 (its last release) does not build against torch 2.13.0: its CMakeLists compiles "
+                 "its torch ops as C++14 (horovod/torch/CMakeLists.txt:67), and torch's headers need C++17 "
+                 "('#error C++17 or later compatible compiler is required to use PyTorch', horovod#3996, fixed "
+                 "after 0.28.1); CXXFLAGS=-std=c++17 comes before CMake's -std=c++14 and loses")
+HOROVOD_TENSORFLOW = ("Horovod 0.28.1 (its last release) does not build against tensorflow 2.21.0: its XLA ops "
+                      "(horovod/tensorflow/xla_mpi_ops.cc, always built) include tensorflow/compiler/xla/client/"
+                      "xla_builder.h, which TensorFlow 2.21 moved to xla/hlo/builder/, and xla/printer.h needs "
+                      "highwayhash headers outside TensorFlow's include flags")
+NO_TORCH_DISTRIBUTION = ("keras.distribution runs on the JAX backend (and TensorFlow's) only in Keras 3.15.1, not "
+                         "on torch; model.fit on the torch backend trains on one device")
+NOT_APPLICABLE = {
+    ("pytorch", "strategy", "horovod"): HOROVOD_TORCH,
+    ("tensorflow", "strategy", "horovod"): HOROVOD_TENSORFLOW,
+    ("keras-torch", "strategy", "data-parallel"): NO_TORCH_DISTRIBUTION,
+    # nn.Embedding(sparse=True) with SparseAdam: the others have no sparse embedding gradient
+    **{(name, "grad", "sparse"): "sparse embedding gradients are a PyTorch sweep dimension"
+       for name in FRAMEWORKS if name != "pytorch"},
+}
+
+
+def not_applicable_before_start(spec):
+    """Raise NotApplicable where the run's spec asks for what its framework cannot do at these pins
+    (NOT_APPLICABLE); nothing of the framework is imported here."""
+    for (framework, field, value), reason in NOT_APPLICABLE.items():
+        if spec.framework == framework and getattr(spec, field, None) == value:
+            raise NotApplicable(reason)
+
 
 def check_recomputing(cls, spec):
     """A memory-saving mode where the workload class has no dense layers to recompute

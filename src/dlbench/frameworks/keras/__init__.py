@@ -55,8 +55,6 @@ MIRRORED_JIT = ("mode jit under the mirrored strategy: Keras' fit compiles its w
                 "variables are out of reach (\"Trying to access resource ... located in device CPU:1 from device "
                 "CPU:0\", TensorFlow's known XLA issue \"tf.Variable on a different device\"); Keras' own "
                 "jit_compile=\"auto\" turns XLA off under tf.distribute for this reason")
-NO_TORCH_DISTRIBUTION = ("keras.distribution runs on the JAX backend (and TensorFlow's) only in Keras 3.15.1, not "
-                         "on torch; model.fit on the torch backend trains on one device")
 
 
 def keras_backend_of(framework):
@@ -157,8 +155,6 @@ def float32_product(a, b, placement):
 
 def check(spec, device_kind):
     name = check_backend(spec)
-    if spec.devices > 1 and name == "torch":
-        raise NotApplicable(NO_TORCH_DISTRIBUTION)
     if spec.strategy not in STRATEGIES[name]:
         raise ValueError(f"unknown {spec.framework} strategy {spec.strategy!r}, expected one of "
                          f"{tuple(STRATEGIES[name])}")

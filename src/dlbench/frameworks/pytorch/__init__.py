@@ -37,18 +37,9 @@ def visible_gpus():
     return torch.cuda.device_count()
 
 
-# Tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see README, "Horovod").
-HOROVOD_BUILD = ("Horovod 0.28.1 (its last release) does not build against torch 2.13.0: its CMakeLists compiles "
-                 "its torch ops as C++14 (horovod/torch/CMakeLists.txt:67), and torch's headers need C++17 "
-                 "('#error C++17 or later compatible compiler is required to use PyTorch', horovod#3996, fixed "
-                 "after 0.28.1); CXXFLAGS=-std=c++17 comes before CMake's -std=c++14 and loses")
-
-
 def check(spec, device_kind):
     if spec.strategy == "dp" and device_kind != "gpu":
         raise NotApplicable("DataParallel runs on GPUs only; this run has none")
-    if spec.strategy == "horovod":
-        raise NotApplicable(HOROVOD_BUILD)
 
 
 def cudnn_autotune(on):

@@ -33,7 +33,7 @@ import tensorflow as tf
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed, xla_flags_with_autotune
-from dlbench.contract import NotApplicable, Placement
+from dlbench.contract import Placement
 
 STRATEGIES = ("single", *FRAMEWORKS["tensorflow"].strategies)
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index on the node
@@ -46,13 +46,6 @@ def version():
 
 def visible_gpus():
     return len(tf.config.list_physical_devices("GPU"))  # lists them without starting the runtime
-
-
-# Tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see README, "Horovod").
-HOROVOD_BUILD = ("Horovod 0.28.1 (its last release) does not build against tensorflow 2.21.0: its XLA ops "
-                 "(horovod/tensorflow/xla_mpi_ops.cc, always built) include tensorflow/compiler/xla/client/"
-                 "xla_builder.h, which TensorFlow 2.21 moved to xla/hlo/builder/, and xla/printer.h needs "
-                 "highwayhash headers outside TensorFlow's include flags")
 
 
 def cudnn_autotune(on):
@@ -89,8 +82,6 @@ def check(spec, device_kind):
         raise ValueError(f"unknown TensorFlow strategy {spec.strategy!r}, expected one of {STRATEGIES}")
     if spec.strategy == "single" and spec.devices != 1:
         raise ValueError("the single strategy runs on one device")
-    if spec.strategy == "horovod":
-        raise NotApplicable(HOROVOD_BUILD)
 
 
 # --- processes -----------------------------------------------------------------------------------

@@ -53,7 +53,6 @@ class RunOrder(Sampler):
 
 class PyTorchImdb(backend.WorkloadMethods, Imdb):
     input_dtype = "int64"
-    sparse_gradients = True  # nn.Embedding(sparse=True) with SparseAdam
 
     @classmethod
     def check(cls, spec, device_kind):

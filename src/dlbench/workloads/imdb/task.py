@@ -12,7 +12,7 @@ without background threads. Workers are started before the first epoch and kept.
 """
 import numpy as np
 
-from dlbench.contract import NotApplicable, Workload
+from dlbench.contract import Workload
 
 EVAL_BATCH = 500
 
@@ -27,13 +27,6 @@ def load_split(sequences_path, labels_path, limit, maxlen):
 
 
 class Imdb(Workload):
-    sparse_gradients = False  # a framework that offers sparse embedding gradients says so
-
-    @classmethod
-    def check(cls, spec, device_kind):
-        if spec.grad == "sparse" and not cls.sparse_gradients:
-            raise NotApplicable("sparse embedding gradients are a PyTorch sweep dimension")
-
     def load_data(self):
         data, maxlen = self.spec.data, self.spec.model.maxlen
         self.train_sequences, self.train_labels = load_split(data.train_sequences, data.train_labels,
