@@ -299,9 +299,8 @@ BLOCKED_START = ("import sys; sys.modules.update(dict.fromkeys({packages!r})); s
                  "from dlbench.protocol import main; main()")
 
 
+# one case of each field the table names (Horovod's runs: the smoke run's, tests/test_workflow.py)
 @pytest.mark.parametrize("workload, framework, row, reason", [
-    ("mnist", "pytorch", {"devices": 2, "strategy": "horovod"}, "does not build against torch"),
-    ("mnist", "tensorflow", {"devices": 2, "strategy": "horovod"}, "does not build against tensorflow"),
     ("mnist", "keras-torch", {"devices": 2, "strategy": "data-parallel"}, "not on torch"),
     ("imdb", "jax", {"grad": "sparse"}, "sparse embedding gradients"),
 ])
