@@ -36,7 +36,7 @@ class Framework:
 
 FRAMEWORKS = {
     # horovod: the studies' ring all-reduce; Horovod 0.28.1 does not build against these pins
-    # (each backend's check says where), so its runs are recorded as not applicable
+    # (NOT_APPLICABLE, below, says where), so its runs are recorded as not applicable
     # Across nodes: DDP's env:// rendezvous, TF_CONFIG, MXNet's dist_sync kvstore (DMLC_*),
     # jax.distributed (JAX, and Keras' distribution on it). Not ChainerMN: mpiexec starts every
     # rank of every node from one place (over ssh, or srun --mpi), not one process per node.
