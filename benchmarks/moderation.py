@@ -3,7 +3,7 @@ each pair's own variances (Welch) and moderated by its run set's prior (dlbench.
 side by side: how many are resolved (the interval excludes 1, or lies within 0.95-1.05) and their
 median width (high / low), per run set and in all.
 
-    python benchmarks/moderation.py results"""
+    PYTHONPATH=src python benchmarks/moderation.py results"""
 import glob
 import sys
 

@@ -16,7 +16,7 @@ processes as the statistics moderate it (`dlbench.stats.variance_prior`, equal r
 the normal quantile: the prior's degrees of freedom are large here), and the minutes that takes
 at the run set's mean process time and number of points.
 
-python benchmarks/noise.py results [--width 1.15]"""
+PYTHONPATH=src python benchmarks/noise.py results [--width 1.15]"""
 import argparse, glob, json, collections
 import numpy as np
 from dlbench.stats import variance_prior
