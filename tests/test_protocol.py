@@ -299,6 +299,16 @@ BLOCKED_START = ("import sys; sys.modules.update(dict.fromkeys({packages!r})); s
                  "from dlbench.protocol import main; main()")
 
 
+def start_without_frameworks(spec, tmp_path):
+    """The training process of `spec`, in an interpreter where importing any framework fails:
+    (the finished process, the result file it was given)."""
+    spec_file, result = tmp_path / "spec.json", tmp_path / "result.json"
+    spec_file.write_text(spec_to_json(spec))
+    proc = subprocess.run([sys.executable, "-c", BLOCKED_START.format(packages=FRAMEWORK_PACKAGES), str(spec_file),
+                           str(result)], capture_output=True, text=True, timeout=60)
+    return proc, result
+
+
 # one case of each field the table names (Horovod's runs: the smoke run's, tests/test_workflow.py)
 @pytest.mark.parametrize("workload, framework, row, reason", [
     ("mnist", "keras-torch", {"devices": 2, "strategy": "data-parallel"}, "not on torch"),
@@ -307,10 +317,7 @@ BLOCKED_START = ("import sys; sys.modules.update(dict.fromkeys({packages!r})); s
 def test_a_run_its_pins_cannot_do_is_not_applicable_before_its_framework_starts(tmp_path, workload, framework, row,
                                                                                   reason):
     """The run is recorded as not applicable, with why, by a process in which importing any framework fails."""
-    spec, result = tmp_path / "spec.json", tmp_path / "result.json"
-    spec.write_text(spec_to_json(smoke_spec(workload, framework, **row)))
-    proc = subprocess.run([sys.executable, "-c", BLOCKED_START.format(packages=FRAMEWORK_PACKAGES), str(spec),
-                           str(result)], capture_output=True, text=True, timeout=60)
+    proc, result = start_without_frameworks(smoke_spec(workload, framework, **row), tmp_path)
     assert proc.returncode == 0, proc.stderr
     written = json.loads(result.read_text())
     assert written["status"] == "not_applicable" and reason in written["reason"], written
@@ -319,9 +326,6 @@ def test_a_run_its_pins_cannot_do_is_not_applicable_before_its_framework_starts(
 def test_a_run_it_can_do_gets_past_the_check_to_its_framework(tmp_path):
     """The check before the start stops only what the table names: PyTorch's sparse gradients go on to
     import torch (which this process cannot)."""
-    spec, result = tmp_path / "spec.json", tmp_path / "result.json"
-    spec.write_text(spec_to_json(smoke_spec("imdb", "pytorch", grad="sparse")))
-    proc = subprocess.run([sys.executable, "-c", BLOCKED_START.format(packages=FRAMEWORK_PACKAGES), str(spec),
-                           str(result)], capture_output=True, text=True, timeout=60)
+    proc, result = start_without_frameworks(smoke_spec("imdb", "pytorch", grad="sparse"), tmp_path)
     assert "import of torch halted" in proc.stderr or "No module named 'torch'" in proc.stderr, proc.stderr[-2000:]
     assert not result.exists()
