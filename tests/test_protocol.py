@@ -1,6 +1,6 @@
 """The measurement plan and the run's order (dlbench.clock), without a framework; the protocol's
-modules import each other one way; what these pins cannot run is recorded as such before its
-framework starts."""
+modules import each other one way; every phase a record times is read from the clock; what these
+pins cannot run is recorded as such before its framework starts."""
 import json
 import subprocess
 import sys
@@ -329,3 +329,79 @@ def test_a_run_it_can_do_gets_past_the_check_to_its_framework(tmp_path):
     proc, result = start_without_frameworks(smoke_spec("imdb", "pytorch", grad="sparse"), tmp_path)
     assert "import of torch halted" in proc.stderr or "No module named 'torch'" in proc.stderr, proc.stderr[-2000:]
     assert not result.exists()
+
+
+class FakeTime:
+    """dlbench.clock.now, advanced only by what the fake workload below spends."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __call__(self):
+        return self.seconds
+
+
+class TimedWorkload:
+    """A workload whose steps, evaluations and final evaluation take fixed times on FakeTime."""
+
+    library_version = initial_weights = None
+    n_train = 640
+
+    def __init__(self, spec, placement, backend):
+        self.time = None  # set by the test
+
+    def build(self):
+        pass
+
+    def parameter_count(self):
+        return 0
+
+    def epoch_info(self, epoch):
+        return {}
+
+    def batches(self, order, epochs):
+        return iter(order)
+
+    def train_step(self, batch):
+        self.time.seconds += 0.25
+        return 1.0
+
+    def evaluate(self):
+        self.time.seconds += 2.0
+        return {"accuracy": 0.5}
+
+    def final_evaluation(self):
+        self.time.seconds += 7.0
+        return {"test_accuracy": 0.5}
+
+
+def test_every_phase_a_record_times_is_read_from_the_clock(tmp_path, monkeypatch):
+    """Blocks, the convergence segments' evaluations and the final evaluation are timed on
+    dlbench.clock.now: on a fake clock the record holds the fake clock's seconds, not the
+    machine's (a phase timed by its own time.perf_counter would hold almost 0)."""
+    import dataclasses
+
+    from dlbench import clock, no_framework, protocol
+    from dlbench.specs import spec_to_dict
+
+    time = FakeTime()
+
+    class Workload(TimedWorkload):
+        def __init__(self, spec, placement, backend):
+            self.time = time
+
+    spec = dataclasses.replace(smoke_spec("mnist", "pytorch"), numerics="framework-default",
+                               convergence=Convergence(steps=4, eval_every=2),
+                               measure=measure(min_unit_seconds=1.0, min_unit_steps=2, max_contended_reruns=0))
+    monkeypatch.setattr(clock, "now", time)
+    monkeypatch.setattr(protocol, "backend_of", lambda spec: no_framework)  # the backend of no framework: nothing to sync
+    monkeypatch.setattr(protocol, "workload_class", lambda spec: Workload)
+    monkeypatch.setenv(protocol.STARTED, "0")
+    monkeypatch.setenv(protocol.MAIN, "0")
+    result = tmp_path / "result.json"
+    protocol.run_process(0, spec_to_dict(spec), str(result), "cpu")
+    record = json.loads(result.read_text())
+    assert record["status"] == "ok"
+    assert [(s["steps"], s["wall_s"], s["eval_s"]) for s in record["segments"]] == [(2, 0.5, 2.0), (2, 0.5, 2.0)]
+    assert all(unit["wall_s"] == unit["steps"] * 0.25 for unit in record["units"])
+    assert record["final_eval_s"] == 7.0

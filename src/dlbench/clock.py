@@ -1,7 +1,10 @@
 """The clock of a run, the same for every framework: the run's order of index batches
 (epoch_order, run_order), the plan of its blocks (Plan), the clock around each block (RunClock),
 the protocol's own loop over them (run_blocks) and what the first process reports (Results).
-Step 3 and 4 of dlbench.protocol."""
+Step 3 and 4 of dlbench.protocol.
+
+Every time a record holds as a measurement (blocks, evaluations, the bare loops' epochs) is read
+from `now`, here; the start-up's steps are time.time() stamps (dlbench.protocol.startup_seconds)."""
 import hashlib
 import math
 import time
@@ -11,6 +14,19 @@ import numpy as np
 
 from dlbench.machine import CpuMeter
 from dlbench.record import contended_unit, write_json
+
+
+def now():
+    """Seconds on the one clock of every measurement: time.perf_counter, monotonic and the finest
+    the platform has."""
+    return time.perf_counter()
+
+
+def timed(work):
+    """work() outside every block (an evaluation), on the clock: (what it returns, its seconds)."""
+    start = now()
+    result = work()
+    return result, now() - start
 
 
 def epoch_order(n_samples, global_batch, seed, epoch):
@@ -224,14 +240,14 @@ class RunClock:
             self.first_started = time.time()
         self.cpu_before = self.meter.read() if self.meter else None
         self.backend.barrier(self.placement)
-        self.started = time.perf_counter()
+        self.started = now()
 
     def stop(self, steps, loss_sum, pending=None):
         """steps: the train steps the block ran; loss_sum: the sum of their losses on the device
         (None: no loss); pending: the last device value of the block, for frameworks that can
         only wait on a value (JAX), else None (the loss sum is used)."""
         self.backend.sync(self.placement, loss_sum if pending is None else pending)
-        wall_s = time.perf_counter() - self.started
+        wall_s = now() - self.started
         # The next block is planned from the mean of the processes' times, the same number in
         # each: a process that planned from its own could run other blocks than the others and
         # wait for them in a collective forever (seen: JAX across nodes, in calibration).
@@ -258,9 +274,7 @@ class RunClock:
                           samples=steps * self.spec.global_batch, loss=loss, machine=machine,
                           lr=self.learning_rate(last))
             if block.kind == "segment":
-                eval_start = time.perf_counter()
-                values["metric"] = self.workload.evaluate()
-                values["eval_s"] = time.perf_counter() - eval_start
+                values["metric"], values["eval_s"] = timed(self.workload.evaluate)
             self.results.block(kind, **values)
         if block.kind == "segment":
             self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock

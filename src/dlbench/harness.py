@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dlbench import nodes
+from dlbench.clock import now
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.protocol import STARTED, TEMPORARY_PREFIX
@@ -139,11 +140,11 @@ def main():
     try:
         lock = exclusive(f"{args.lock}-{socket.gethostname()}.lock") if args.lock else None
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        t0 = time.perf_counter()
+        t0 = now()
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=TEMPORARY_PREFIX, dir=Path(args.out).parent) as workdir:
             result, code, tail, utilisation = train_in_child(spec, workdir, args.memory_limit_mb)
-        record = make_record(spec, point, result, code, tail, started, time.perf_counter() - t0, utilisation,
+        record = make_record(spec, point, result, code, tail, started, now() - t0, utilisation,
                              args.attempt)
         write_json(args.out, record)
     except Stopped as signal_name:

@@ -25,7 +25,7 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    no evaluation, nothing else inside or between the timed units.
 4. Blocks of consecutive steps (`RunClock`, `Plan`), each timed the same way:
    - every process waits for the others (`backend.barrier`), the clock starts
-     (`time.perf_counter`); the block's steps run, loading included; one `train_step(batch)`
+     (`dlbench.clock.now`); the block's steps run, loading included; one `train_step(batch)`
      per batch returns the loss on the device, summed there: no host synchronisation per
      step; `backend.sync` waits for the device (and every process); the clock stops; the
      loss is read after that. Around the clock, outside it, the first process reads what
@@ -49,7 +49,7 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    the step where it changes. `RunClock` is this step, written once: the protocol's own loop
    (`run_blocks`) drives it, and so does a framework that owns its loop (Keras' model.fit,
    one fit epoch per block), from its per-epoch hooks.
-5. At the end, the workload's final evaluation (e.g. test AUC), timed apart.
+5. At the end, the workload's final evaluation (e.g. test AUC), timed apart on the same clock.
 
 What a process spends before its first block is timed too (the record's `startup`): the
 interpreter and the project's imports, the framework's import and start, the placement, the
@@ -71,7 +71,7 @@ import time
 from pathlib import Path
 
 from dlbench import nodes, numerics
-from dlbench.clock import Results, RunClock, run_blocks
+from dlbench.clock import Results, RunClock, run_blocks, timed
 from dlbench.contract import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start, workload_module
 from dlbench.processes import die_with_parent, kill_group
@@ -176,9 +176,8 @@ def run_process(rank, spec_dict, result_path, device_kind):
     if results:
         results.update(plan=clock.plan.summary(),
                        startup=startup_seconds(entered, set_up, built, prepared, clock.first_started))
-        start = time.perf_counter()
-        final = workload.final_evaluation()
-        results.update(final=final, final_eval_s=time.perf_counter() - start if final else None)
+        final, final_eval_s = timed(workload.final_evaluation)
+        results.update(final=final, final_eval_s=final_eval_s if final else None)
         results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement),
                        compile_cache={**results.data["compile_cache"], "files_after": cache_files(cache)})
     backend.teardown(placement)
