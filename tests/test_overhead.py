@@ -2,10 +2,12 @@
 
 Quick: the arguments reach the spec both children read and their command lines (--device,
 --input, --python, PYTHONPATH=src), and the CSV row says the device and the input; the
-children are stubbed. Slow: each bare loop trains a tiny DenseNet on the CPU for both input
-kinds and prints one JSON line per epoch."""
+children are stubbed; the loops hold only their model, step and loop (dlbench.bare the rest). Slow:
+each bare loop trains a tiny DenseNet on the CPU for both input kinds and prints one JSON line per
+epoch."""
 import dataclasses
 import importlib.util
+import inspect
 import json
 import subprocess
 import sys
@@ -158,13 +160,27 @@ def test_the_bare_loop_trains_on_the_cpu_from_either_input(bare_runs, framework,
         assert (line["device"], line["input"]) == ("cpu", kind)
 
 
-def test_every_bare_loop_sets_the_float32_policy_as_the_harness_does():
-    """On a GPU a bare loop computes with the run's float32 policy, set by the same function as
-    the harness's (its framework's backend gpu_float32), not its framework's defaults."""
+# What dlbench.bare does for every loop, written in none: its command line and spec, the framework's
+# threads, float32 policy and seed, the clock
+PREAMBLE = ("sys.argv", "spec_from_dict", "import time", "perf_counter", "json.dumps", "gpu_float32",
+            "set_num_threads", "parallelism_threads", "OMP_NUM_THREADS", "NPROC", "manual_seed", "set_random_seed",
+            "random.seed", "read_labels_csv", "np.load")
+
+
+def test_every_bare_loop_holds_only_its_model_step_and_loop():
+    """Each bare loop starts with dlbench.bare.start, which sets its framework up as the harness's
+    backend does (on a GPU the run's float32 policy, by the backend's own gpu_float32), and times its
+    epochs on dlbench.bare.EpochClock (dlbench.clock's); none writes that preamble again."""
+    from dlbench import bare
+
     loops = sorted((REPO / "src" / "dlbench" / "workloads").glob("*/scripts/bare_*.py"))
     assert len(loops) == 10
     for loop in loops:
         framework = loop.stem.removeprefix("bare_")
         text = loop.read_text()
-        assert f"from dlbench.frameworks.{framework} import gpu_float32" in text, loop
-        assert "gpu_float32(spec.gpu_float32)" in text, loop
+        assert f'bare.start("{framework}")' in text and "bare.EpochClock(" in text, loop
+        assert [line for line in PREAMBLE if line in text] == [], loop
+    for framework, setup in bare.FRAMEWORKS.items():
+        text = inspect.getsource(setup)
+        assert f"from dlbench.frameworks.{framework} import gpu_float32" in text, framework
+        assert "gpu_float32(spec.gpu_float32)" in text, framework

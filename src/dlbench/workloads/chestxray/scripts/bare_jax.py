@@ -24,43 +24,25 @@ after every epoch and the final test evaluation, the loss read.
 
     python src/dlbench/workloads/chestxray/scripts/bare_jax.py SPEC_FILE EPOCHS
 """
-import json
-import os
-import sys
-import time
+import functools
 
 import numpy as np
 
-from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
-from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-from dlbench.specs import spec_from_dict
+from dlbench import bare
+from dlbench.workloads.chestxray.labels import FINDINGS
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    # Read once, when JAX starts its backends: XLA's CPU thread pool, and the CPU alone if asked.
-    os.environ["NPROC"] = str(spec.threads)
-    if spec.device == "cpu":
-        os.environ["JAX_PLATFORMS"] = "cpu"
-    import functools
-
+    spec, epochs, device = bare.start("jax")  # before JAX's import, which reads the thread settings
     import jax
     import optax
     from flax import nnx
 
     from dlbench.workloads.chestxray.jax import build_model
 
-    from dlbench.frameworks.jax import gpu_float32
-
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
-    device = jax.devices()[0]
     rng = np.random.default_rng(spec.seed)
-
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    n_train, pool = bare.synthetic_sizes(spec)
     crop = spec.data.crop
-    pool = min(n_train, SYNTHETIC_POOL)
     images = rng.standard_normal((pool, crop, crop, 3), dtype=np.float32)
     labels = rng.integers(0, 2, (n_train, len(FINDINGS))).astype(np.float32)
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
@@ -106,14 +88,14 @@ def main():
         optimizer.update(model, grads)
         return nnx.state((model, optimizer)), loss
 
+    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if device.platform == "cpu" else "gpu",
+                            input=spec.input)
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         for _ in range(n_batches):
             state, loss = train_step(state, *next(batches))
         jax.block_until_ready((state, loss))
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch,
-                          "device": "cpu" if device.platform == "cpu" else "gpu", "input": spec.input}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

@@ -19,37 +19,20 @@ its calibrated units and evaluations, the loss read.
 
     python src/dlbench/workloads/chestxray/scripts/bare_mxnet.py SPEC_FILE EPOCHS
 """
-import json
-import os
-import sys
-import time
-
 import numpy as np
 
-from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
-from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-from dlbench.frameworks.mxnet import gpu_float32
-from dlbench.specs import spec_from_dict
+from dlbench import bare
+from dlbench.workloads.chestxray.labels import FINDINGS
 from dlbench.workloads.chestxray.mxnet import build_model
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    # MXNet reads its thread settings once, at import.
-    os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it (NVIDIA's libraries read it as they load)
+    spec, epochs, ctx = bare.start("mxnet")  # before MXNet's import, which reads the thread settings
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    ctx = mx.gpu(0) if spec.device != "cpu" and mx.context.num_gpus() > 0 else mx.cpu(0)
-    mx.random.seed(spec.seed)
-    np.random.seed(spec.seed)
-
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    n_train, pool = bare.synthetic_sizes(spec)
     crop = spec.data.crop
-    pool = min(n_train, SYNTHETIC_POOL)
     images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
     labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
@@ -71,9 +54,11 @@ def main():
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
                                                            "beta2": opt.beta2, "epsilon": opt.eps})
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
+    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if ctx.device_type == "cpu" else "gpu",
+                            input=spec.input)
 
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         for _ in range(n_batches):
             x, y = next(batches)
             with autograd.record():
@@ -81,9 +66,7 @@ def main():
             loss.backward()
             trainer.step(spec.batch)
         mx.nd.waitall()  # the engine is asynchronous: the epoch ends when its work is done
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch,
-                          "device": "cpu" if ctx.device_type == "cpu" else "gpu", "input": spec.input}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

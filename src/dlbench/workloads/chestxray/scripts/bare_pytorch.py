@@ -21,17 +21,11 @@ epoch and the final test evaluation, the loss read.
 
     python src/dlbench/workloads/chestxray/scripts/bare_pytorch.py SPEC_FILE EPOCHS
 """
-import json
-import sys
-import time
-
 import torch
 from torch import nn
 
-from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
-from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-from dlbench.frameworks.pytorch import gpu_float32
-from dlbench.specs import spec_from_dict
+from dlbench import bare
+from dlbench.workloads.chestxray.labels import FINDINGS
 from dlbench.workloads.chestxray.pytorch import build_model
 
 
@@ -83,19 +77,13 @@ def device_batches(images, labels, order, device):
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    torch.set_num_threads(spec.threads)
-    torch.manual_seed(spec.seed)
-    device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
+    spec, epochs, device = bare.start("pytorch")
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
 
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    n_train, pool = bare.synthetic_sizes(spec)
     crop = spec.data.crop
-    images = torch.randn(min(n_train, SYNTHETIC_POOL), 3, crop, crop)
+    images = torch.randn(pool, 3, crop, crop)
     labels = torch.randint(0, 2, (n_train, len(FINDINGS))).float()
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = torch.cat([torch.randperm(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
@@ -107,10 +95,11 @@ def main():
     opt = spec.optimizer
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
     loss_fn = nn.BCEWithLogitsLoss()
+    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if device.type == "cpu" else "gpu", input=spec.input)
 
     model.train()
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         for _ in range(n_batches):
             x, y = next(batches)
             optimizer.zero_grad()
@@ -119,9 +108,7 @@ def main():
             optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch,
-                          "device": "cpu" if device.type == "cpu" else "gpu", "input": spec.input}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

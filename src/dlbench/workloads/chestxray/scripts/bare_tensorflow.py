@@ -23,40 +23,23 @@ parallelism, its calibrated units and evaluations, the loss read.
 
     python src/dlbench/workloads/chestxray/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
 """
-import json
-import sys
-import time
-
 import numpy as np
 
-from dlbench.workloads.chestxray.labels import FINDINGS, read_labels_csv
-from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-from dlbench.specs import spec_from_dict
+from dlbench import bare
+from dlbench.workloads.chestxray.labels import FINDINGS
 
 
 def main():
     import keras
     import tensorflow as tf
 
-    from dlbench.frameworks.tensorflow import gpu_float32
-
     from dlbench.workloads.chestxray.tensorflow import build_model
 
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    gpus = tf.config.list_physical_devices("GPU")
-    gpu = spec.device != "cpu" and bool(gpus)
-    tf.config.set_visible_devices(gpus[:1] if gpu else [], "GPU")
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
-    keras.utils.set_random_seed(spec.seed)
-    device = "/gpu:0" if gpu else "/cpu:0"
+    spec, epochs, device = bare.start("tensorflow")
+    gpu = device == "/gpu:0"
 
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    n_train, pool = bare.synthetic_sizes(spec)
     crop = spec.data.crop
-    pool = min(n_train, SYNTHETIC_POOL)
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     rng = np.random.default_rng(spec.seed)
     order = np.concatenate([rng.permutation(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
@@ -95,17 +78,16 @@ def main():
         optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
         return loss
 
+    clock = bare.EpochClock(n_batches * spec.batch, device="gpu" if gpu else "cpu", input=spec.input)
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         for _ in range(n_batches):
             loss = train_step(*next(batches))
         if gpu:
             tf.test.experimental.sync_devices()
         else:
             loss.numpy()  # the step's ops have run
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch,
-                          "device": "gpu" if gpu else "cpu", "input": spec.input}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

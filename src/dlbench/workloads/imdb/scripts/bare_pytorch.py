@@ -8,31 +8,19 @@ training process), evaluation after every epoch, the loss read.
 
     python src/dlbench/workloads/imdb/scripts/bare_pytorch.py SPEC_FILE EPOCHS
 """
-import json
-import sys
-import time
-
 import numpy as np
 import torch
 from torch import nn
 
-from dlbench.frameworks.pytorch import gpu_float32
-from dlbench.specs import spec_from_dict
+from dlbench import bare
 from dlbench.workloads.imdb.pytorch import build_model
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    torch.set_num_threads(spec.threads)
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
-    torch.manual_seed(spec.seed)
-    device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
-
-    limit = spec.data.train_limit
-    sequences = torch.from_numpy(np.array(np.load(spec.data.train_sequences, mmap_mode="r")[:limit], dtype=np.int64))
-    labels = torch.from_numpy(np.array(np.load(spec.data.train_labels, mmap_mode="r")[:limit], dtype=np.int64))
+    spec, epochs, device = bare.start("pytorch")
+    sequences, labels = bare.training_arrays(spec, "train_sequences", "train_labels")
+    sequences = torch.from_numpy(np.array(sequences, dtype=np.int64))
+    labels = torch.from_numpy(np.array(labels, dtype=np.int64))
 
     sparse = spec.grad == "sparse"
     model = build_model(spec.model, sparse).to(device)
@@ -47,10 +35,11 @@ def main():
                   for o in optimizers]
     loss_fn = nn.CrossEntropyLoss()
     n_batches = len(sequences) // spec.batch  # the last partial batch is dropped, as in the harness
+    clock = bare.EpochClock(n_batches * spec.batch)
 
     model.train()
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         order = torch.randperm(len(sequences))
         for i in range(n_batches):
             index = order[i * spec.batch:(i + 1) * spec.batch]
@@ -63,10 +52,9 @@ def main():
                 optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        wall_s = time.perf_counter() - start
+        clock.stop(epoch)
         for scheduler in schedulers:
             scheduler.step()
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch}), flush=True)
 
 
 if __name__ == "__main__":

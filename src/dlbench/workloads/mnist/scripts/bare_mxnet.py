@@ -8,35 +8,19 @@ evaluations, the loss read.
 
     python src/dlbench/workloads/mnist/scripts/bare_mxnet.py SPEC_FILE EPOCHS
 """
-import json
-import os
-import sys
-import time
-
 import numpy as np
 
-from dlbench.frameworks.mxnet import gpu_float32
-from dlbench.specs import spec_from_dict
+from dlbench import bare
 from dlbench.workloads.mnist.mxnet import build_model
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    # MXNet reads its thread settings once, at import.
-    os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it (NVIDIA's libraries read it as they load)
+    spec, epochs, ctx = bare.start("mxnet")  # before MXNet's import, which reads the thread settings
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    ctx = mx.gpu(0) if spec.device != "cpu" and mx.context.num_gpus() > 0 else mx.cpu(0)
-    mx.random.seed(spec.seed)
-    np.random.seed(spec.seed)
-
-    limit = spec.data.train_limit
-    images = mx.nd.array(np.load(spec.data.train_images, mmap_mode="r")[:limit], dtype="float32")
-    labels = mx.nd.array(np.load(spec.data.train_labels, mmap_mode="r")[:limit], dtype="float32")
+    images, labels = bare.training_arrays(spec, "train_images", "train_labels")
+    images, labels = mx.nd.array(images, dtype="float32"), mx.nd.array(labels, dtype="float32")
 
     net = build_model(spec.model.name)
     net.initialize(mx.init.Xavier(), ctx=ctx)
@@ -46,9 +30,10 @@ def main():
                                                            "beta2": opt.beta2, "epsilon": opt.eps})
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     n_batches = images.shape[0] // spec.batch  # the last partial batch is dropped, as in the harness
+    clock = bare.EpochClock(n_batches * spec.batch)
 
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         order = mx.nd.array(np.random.permutation(images.shape[0]), dtype="int64")
         for i in range(n_batches):
             index = order[i * spec.batch:(i + 1) * spec.batch]
@@ -59,8 +44,7 @@ def main():
             loss.backward()
             trainer.step(spec.batch)
         mx.nd.waitall()  # the engine is asynchronous: the epoch ends when its work is done
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

@@ -6,41 +6,30 @@ order (torch.randperm here), data parallelism, evaluation after every epoch, the
 
     python src/dlbench/workloads/mnist/scripts/bare_pytorch.py SPEC_FILE EPOCHS
 """
-import json
-import sys
-import time
-
 import numpy as np
 import torch
 from torch import nn
 
-from dlbench.frameworks.pytorch import gpu_float32
-from dlbench.specs import spec_from_dict
+from dlbench import bare
 from dlbench.workloads.mnist.pytorch import build_model
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    torch.set_num_threads(spec.threads)
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
-    torch.manual_seed(spec.seed)
-    device = torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
-
-    limit = spec.data.train_limit
-    images = torch.from_numpy(np.array(np.load(spec.data.train_images, mmap_mode="r")[:limit], dtype=np.float32))
-    labels = torch.from_numpy(np.array(np.load(spec.data.train_labels, mmap_mode="r")[:limit], dtype=np.int64))
+    spec, epochs, device = bare.start("pytorch")
+    images, labels = bare.training_arrays(spec, "train_images", "train_labels")
+    images = torch.from_numpy(np.array(images, dtype=np.float32))
+    labels = torch.from_numpy(np.array(labels, dtype=np.int64))
 
     model = build_model(spec.model.name).to(device)
     opt = spec.optimizer
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
     loss_fn = nn.CrossEntropyLoss()
     n_batches = len(images) // spec.batch  # the last partial batch is dropped, as in the harness
+    clock = bare.EpochClock(n_batches * spec.batch)
 
     model.train()
     for epoch in range(1, epochs + 1):
-        start = time.perf_counter()
+        clock.start()
         order = torch.randperm(len(images))
         for i in range(n_batches):
             index = order[i * spec.batch:(i + 1) * spec.batch]
@@ -51,8 +40,7 @@ def main():
             optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        wall_s = time.perf_counter() - start
-        print(json.dumps({"epoch": epoch, "wall_s": wall_s, "samples": n_batches * spec.batch}), flush=True)
+        clock.stop(epoch)
 
 
 if __name__ == "__main__":

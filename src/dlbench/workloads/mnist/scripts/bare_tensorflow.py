@@ -9,52 +9,20 @@ parallelism, its calibrated units and evaluations, the loss read. fit runs witho
 
     python src/dlbench/workloads/mnist/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
 """
-import json
-import sys
-import time
-
 import numpy as np
 
-from dlbench.specs import spec_from_dict
+from dlbench import bare
 
 
 def main():
     import keras
     import tensorflow as tf
 
-    from dlbench.frameworks.tensorflow import gpu_float32
-
     from dlbench.workloads.mnist.tensorflow import build_model
 
-    class EpochTimer(keras.callbacks.Callback):
-        """One JSON line per epoch: wall time around the epoch, the device synced before the clock stops."""
-
-        def __init__(self, samples):
-            super().__init__()
-            self.samples = samples
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            if tf.config.list_logical_devices("GPU"):
-                tf.test.experimental.sync_devices()
-            wall_s = time.perf_counter() - self.start
-            print(json.dumps({"epoch": epoch + 1, "wall_s": wall_s, "samples": self.samples}), flush=True)
-
-    with open(sys.argv[1]) as f:
-        spec = spec_from_dict(json.load(f))
-    epochs = int(sys.argv[2])
-    tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    gpus = tf.config.list_physical_devices("GPU")
-    tf.config.set_visible_devices([] if spec.device == "cpu" else gpus[:1], "GPU")
-    gpu_float32(spec.gpu_float32)  # the run's float32 policy on GPUs, set as the harness's backend sets it
-    keras.utils.set_random_seed(spec.seed)
-
-    limit = spec.data.train_limit
-    images = np.load(spec.data.train_images, mmap_mode="r")[:limit].transpose(0, 2, 3, 1).astype(np.float32)
-    labels = np.load(spec.data.train_labels, mmap_mode="r")[:limit].astype(np.int32)
+    spec, epochs, _ = bare.start("tensorflow")
+    images, labels = bare.training_arrays(spec, "train_images", "train_labels")
+    images, labels = images.transpose(0, 2, 3, 1).astype(np.float32), labels.astype(np.int32)
     n_batches = len(images) // spec.batch  # the last partial batch is dropped, as in the harness
     data = (tf.data.Dataset.from_tensor_slices((images, labels))
             .shuffle(len(images)).batch(spec.batch, drop_remainder=True).prefetch(tf.data.AUTOTUNE))
@@ -63,7 +31,8 @@ def main():
     opt = spec.optimizer
     model.compile(optimizer=keras.optimizers.Adam(opt.lr, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
-    model.fit(data, epochs=epochs, verbose=0, shuffle=False, callbacks=[EpochTimer(n_batches * spec.batch)])
+    model.fit(data, epochs=epochs, verbose=0, shuffle=False,
+              callbacks=[bare.keras_callback(bare.EpochClock(n_batches * spec.batch))])
 
 
 if __name__ == "__main__":
