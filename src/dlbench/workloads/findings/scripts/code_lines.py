@@ -42,10 +42,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 from radon.raw import analyze
 
-from dlbench.frameworks import FRAMEWORKS, backend_module, workload_module
+from dlbench.frameworks import FRAMEWORKS, backend_module
 from dlbench.plots import colour, no_data
 from dlbench.stats import plain
-from dlbench.workloads import run_sets
+from dlbench.definitions import run_sets, workload_module
 
 UNIT = "lines of code, without comments, docstrings and blank lines"
 SHARED_HATCH = "//"
