@@ -5,10 +5,14 @@ it down to a module that imports nothing of the package (the ground floor, 0).
 An import counts wherever it is written: at module level, inside a function, or by name through
 importlib.import_module (a literal, or an f-string: every module its pattern matches; or a name
 the package defines whose value or returned strings are such patterns). The graph has no loop.
-An import of a package module inside a function is there for one reason only: the module it
-imports (or what that module imports at module level) imports a framework, a package that is
-not the driver's (requirements.txt), so that its importer runs without that framework; any
-other is at module level."""
+
+An import of a package module inside a function is there for one reason only: to keep a
+framework out of its importer, which then runs without that framework. So the module it imports
+is framework code: it imports (anywhere in it: a backend imports its framework in its functions)
+a package that is neither the standard library's nor the driver's (requirements.txt), or it
+imports such a module at module level; an import by name is a run-time choice (of a backend, of
+a workload's module), framework code where any of the modules it may import is. Any other
+import of the package is at module level."""
 import ast
 import re
 import sys
@@ -20,7 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "dlbench"
 # requirement name -> the name it is imported by, where they differ
-IMPORT_NAMES = {"pyyaml": "yaml", "pytest-xdist": "xdist", "snakemake-executor-plugin-slurm": "snakemake_executor_plugin_slurm"}
+IMPORT_NAMES = {"pyyaml": "yaml", "pytest-xdist": "xdist"}
 
 
 def module_name(path, root=PACKAGE):

@@ -11,7 +11,7 @@ the count.
 What is counted, per run set of the configured workloads that has framework modules of its own
 (mnist, imdb, chestxray, chestxray's loader benchmark in chestxray/loader/, matmul):
 - code_lines: the framework's module of the run set, dlbench/workloads/<run set>/<module>.py
-  (dlbench.frameworks.workload_module): its model, step and loader. A framework without one
+  (dlbench.definitions.workload_module): its model, step and loader. A framework without one
   has no row (Keras' matmul: its product is its backend's). Keras' three frameworks run one
   module on three backends: the same lines for each, module_shared says so.
 - backend_lines: the framework's backend package, dlbench/frameworks/<module>/*.py, that every
