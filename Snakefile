@@ -6,7 +6,8 @@ min_version("9.0")
 
 # The workflow's own package (src/dlbench), so that every copy of the workflow runs its own code.
 sys.path.insert(0, f"{workflow.basedir}/src")
-from dlbench.config import ConfigError, check_renamed, check_yaml
+from dlbench.config import check_renamed, check_yaml
+from dlbench.errors import ConfigError
 from dlbench.scheduling import quiet_reevaluations
 from snakemake.scheduling.job_scheduler import JobScheduler
 

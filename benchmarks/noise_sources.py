@@ -45,10 +45,12 @@ import numpy as np
 from scipy import stats
 
 from dlbench.config import load_config
+from dlbench.definitions import definition, run_set
 from dlbench.envs import env_hash
-from dlbench.specs import CompileCache, Convergence, spec_to_json
+from dlbench.spec_types import CompileCache, Convergence
+from dlbench.specs import spec_to_json
 from dlbench.stats import interval as ratio_interval
-from dlbench.workloads import WORKLOADS, definition, run_set
+from dlbench.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
 BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]

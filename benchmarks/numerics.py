@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from dlbench import numerics  # noqa: E402
+from dlbench.numerics_probe import probe_spec  # noqa: E402
 from dlbench.record import cpu, cpu_line  # noqa: E402
 
 # The default shapes of the workloads (config.yaml): IMDB batch 64 over 100 tokens, DenseNet-121 batch 4.
@@ -82,7 +83,7 @@ def mxnet_step(placement, backend):
     import numpy as np
     from mxnet import gluon
 
-    from dlbench.specs import Adam
+    from dlbench.spec_types import Adam
     from dlbench.workloads.imdb.mxnet import build_model
 
     mx.random.seed(0)
@@ -124,7 +125,7 @@ def keras_step():
 
 def measure(args):
     """One variant in this process: the policy first, as dlbench.protocol.main applies it."""
-    spec = numerics.probe_spec(args.framework, args.policy, args.threads)
+    spec = probe_spec(args.framework, args.policy, args.threads)
     numerics.apply(spec.numerics)
     from dlbench.protocol import backend_of
 

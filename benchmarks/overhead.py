@@ -32,9 +32,11 @@ import tempfile
 from pathlib import Path
 
 from dlbench.config import load_config
+from dlbench.definitions import definition, run_set
 from dlbench.envs import env_hash
-from dlbench.specs import Convergence, spec_to_json
-from dlbench.workloads import WORKLOADS, definition, run_set
+from dlbench.spec_types import Convergence
+from dlbench.specs import spec_to_json
+from dlbench.workloads import WORKLOADS
 
 REPO = Path(__file__).resolve().parents[1]
 # The workloads with bare loops: their definitions say the point compared (overhead_row).

@@ -24,15 +24,17 @@ SRC = workflow_path(workflow.basedir) / "src"
 SCRIPTS = workflow_path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"  # conda: files (workflow_path)
 
-from dlbench.config import ConfigError, check_config
+from dlbench.config import check_config
+from dlbench.definitions import definition, run_sets, workload_module
 from dlbench.envs import env_file, interpreter_error, venv_damage, venv_interpreter
-from dlbench.frameworks import PRIVATE_API_OVERRIDE, backend_modules, workload_module
+from dlbench.errors import ConfigError
+from dlbench.frameworks import PRIVATE_API_OVERRIDE, backend_modules
 from dlbench.provenance import code_files
 from dlbench.record import read_record
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_to_json
 from dlbench.sweep import run_id
-from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS, definition, run_sets
+from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS
 
 try:
     check_config(config)

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from dlbench.config import load_config
+from dlbench.definitions import run_set
 from dlbench.specs import spec_to_json
-from dlbench.workloads import run_set
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROWS = {

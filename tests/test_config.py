@@ -7,8 +7,9 @@ import pytest
 import yaml
 from snakemake.exceptions import WorkflowError
 
-from dlbench.config import ConfigError, load_config
-from dlbench.workloads import run_set
+from dlbench.config import load_config
+from dlbench.definitions import run_set
+from dlbench.errors import ConfigError
 from conftest import REPO, copy_workflow, snakemake
 
 

@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
+from dlbench.definitions import run_set
 from dlbench.specs import spec_to_json
-from dlbench.workloads import run_set
 from conftest import venv_python
 from specs import smoke_spec
 

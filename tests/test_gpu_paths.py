@@ -15,7 +15,7 @@ import pytest
 from conftest import venv_python
 from dlbench import monitor, numerics
 from dlbench import record as records
-from dlbench.contract import FrameworkError, NotApplicable
+from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.protocol import resolve_device
 from dlbench.specs import spec_to_json
@@ -86,7 +86,7 @@ def test_pytorch_picks_nccl_on_gpus_gloo_on_cpus_and_dataparallel_only_with_gpus
     import torch
     import torch.distributed as dist
     from dlbench import protocol, record
-    from dlbench.contract import NotApplicable
+    from dlbench.errors import NotApplicable
     from dlbench.frameworks import pytorch as backend
 
     # four GPUs on the machine and in torch: only the counts and the calls a GPU would answer are faked

@@ -18,7 +18,8 @@ import pytest
 
 from conftest import REPO, venv_python
 from dlbench.clock import Plan, run_order
-from dlbench.specs import Convergence, Measure, spec_to_json
+from dlbench.spec_types import Convergence, Measure
+from dlbench.specs import spec_to_json
 from specs import smoke_spec
 
 pytestmark = pytest.mark.slow

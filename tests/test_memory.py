@@ -10,14 +10,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from dlbench.config import ConfigError, load_config
-from dlbench.frameworks import workload_module
+from dlbench.config import load_config
+from dlbench.definitions import run_set, workload_module
+from dlbench.errors import ConfigError
 from dlbench.harness import OVER_LIMIT
 from dlbench.record import read_record
 from dlbench.specs import spec_to_json
 from dlbench.tables import load_records
 from dlbench.weights import initial_weights, weights_sha256
-from dlbench.workloads import run_set
 from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_spec
 

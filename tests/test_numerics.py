@@ -162,7 +162,7 @@ def test_the_policy_is_what_each_framework_computes_with(framework):
         pytest.skip("the flush policy is set on x86-64 Linux only")
     seen = {}
     for policy, gpu_float32 in zip(numerics.POLICIES, ("tf32", "highest")):
-        proc = subprocess.run([venv_python(framework), "-m", "dlbench.numerics", "--framework", framework,
+        proc = subprocess.run([venv_python(framework), "-m", "dlbench.numerics_probe", "--framework", framework,
                                "--policy", policy, "--gpu-float32", gpu_float32], cwd=REPO, capture_output=True,
                               text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from dlbench.clock import Block, epoch_order, Plan, run_order
-from dlbench.specs import Convergence, Measure, spec_to_json
+from dlbench.spec_types import Convergence, Measure
+from dlbench.specs import spec_to_json
 from specs import smoke_spec
 
 
@@ -128,7 +129,8 @@ def test_a_framework_s_code_never_imports_the_protocol():
     """The protocol imports the framework modules (by name, at run time); they import the
     contract and the clock, which import neither the protocol nor a framework or workload
     module (the lists of both, at most): no cycle."""
-    from dlbench.frameworks import FRAMEWORKS, backend_module, workload_module
+    from dlbench.definitions import workload_module
+    from dlbench.frameworks import FRAMEWORKS, backend_module
     from dlbench.provenance import code_files
 
     src = Path(__file__).resolve().parents[1] / "src"

@@ -8,11 +8,12 @@ import yaml
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.clock import epoch_order
-from dlbench.contract import FrameworkError, NotApplicable
+from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.protocol import resolve_device
 from dlbench.provenance import code_files
-from dlbench.specs import CompileCache, Convergence, SpecError, spec_from_dict, spec_to_dict, spec_to_json
-from dlbench.workloads import run_set
+from dlbench.definitions import run_set
+from dlbench.spec_types import CompileCache, Convergence
+from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
 from dlbench.workloads.onnx.definition import source_spec
 from conftest import REPO
 from specs import DEFAULT_ROWS, smoke_config, smoke_spec
@@ -169,7 +170,8 @@ def test_the_workloads_are_listed_in_one_place():
     """Adding a workload: its line in dlbench/workloads/__init__.py, its folder and its schema
     section; no rule, script, schema check or shared module names a workload (the code, not its
     comments) but the workload's own folder."""
-    from dlbench.workloads import WORKLOADS as KNOWN, definition, run_sets
+    from dlbench.definitions import definition, run_sets
+    from dlbench.workloads import WORKLOADS as KNOWN
 
     named = re.compile(r"(?<![\w/.-])(" + "|".join(run_sets()) + r")(?![\w-])")
     shared = [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), *(REPO / "scripts").glob("*.py"),

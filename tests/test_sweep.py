@@ -3,9 +3,9 @@ from snakemake.utils import Paramspace
 
 import pytest
 
-from dlbench.config import ConfigError, check_modes
+from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.sweep import run_id
+from dlbench.sweep import check_modes, run_id
 from dlbench.workloads.imdb.definition import COLUMNS as IMDB_COLUMNS, runs as imdb_grid
 from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS, runs as mnist_grid
 

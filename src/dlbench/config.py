@@ -1,22 +1,20 @@
 """Checks of a validated config that the JSON schema cannot express, naming the key.
 
 The schema (schemas/config.schema.yaml) checks types and fills defaults; here the config
-meets the lists of frameworks and workloads (dlbench.frameworks, dlbench.workloads), each
-framework's strategies, and each workload's own checks (its definition.py).
+meets the lists of frameworks and workloads (dlbench.frameworks, dlbench.workloads) and each
+workload's own checks (its definition.py, which checks its sweep's dimensions with
+dlbench.sweep's check_strategies, check_modes and check_batch).
 """
+from dlbench.definitions import definition
+from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
-
-
-class ConfigError(ValueError):
-    """A config value the workflow cannot run; the message names the key."""
+from dlbench.workloads import RENAMED, WORKLOADS
 
 
 def check_renamed(config):
     """Stop on a key that was renamed so that one word has one meaning (a workload definition's
     RENAMED: {old key in its section: new key}), naming both, before the schema would call the
     old one merely unknown."""
-    from dlbench.workloads import RENAMED, WORKLOADS, definition
-
     for old, new in RENAMED.items():
         if old in (config.get("workloads") or []):
             raise ConfigError(f"config workloads: workload {old!r} renamed to {new!r}")
@@ -33,8 +31,6 @@ def check_config(config):
     """Check the frameworks and workloads against their lists (dlbench.frameworks,
     dlbench.workloads), the measurement, and each workload's section (its definition's check,
     which may fill values: a framework's strategies, its weights)."""
-    from dlbench.workloads import WORKLOADS, definition
-
     config.setdefault("frameworks", list(FRAMEWORKS))
     for framework in config["frameworks"]:
         if framework not in FRAMEWORKS:
@@ -51,45 +47,6 @@ def check_config(config):
     for workload in WORKLOADS:
         definition(workload).check(config)
     return config
-
-
-def check_strategies(config, section):
-    """A section's strategies: known frameworks and strategies; filled for every framework (one
-    left out takes all of its own; one given none runs on one device only)."""
-    strategies = config[section]["strategies"]
-    for framework, names in strategies.items():
-        if framework not in FRAMEWORKS:
-            raise ConfigError(f"config {section}.strategies: unknown framework {framework!r}")
-        unknown = [name for name in names if name not in FRAMEWORKS[framework].strategies]
-        if unknown:
-            raise ConfigError(f"config {section}.strategies.{framework}: unknown strategy {unknown[0]!r} "
-                              f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
-    config[section]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
-
-
-def check_batch(key, batch, devices, samples, what):
-    """A batch (per device, on `devices` devices) that the data it divides can fill."""
-    if batch * devices > samples:
-        on = f" on {devices} devices" if devices > 1 else ""
-        raise ConfigError(f"config {key}: a batch of {batch}{on} is more than the {samples} {what}")
-
-
-def check_modes(config, section):
-    """A section's execution modes: known frameworks and modes; a framework left out runs in its
-    default mode only (the first of its modes in src/dlbench/frameworks/__init__.py)."""
-    modes = config[section]["modes"]
-    for framework, names in modes.items():
-        if framework not in FRAMEWORKS:
-            raise ConfigError(f"config {section}.modes: unknown framework {framework!r}")
-        known = [name for name, _ in FRAMEWORKS[framework].modes]
-        unknown = [name for name in names if name not in known]
-        if unknown:
-            raise ConfigError(f"config {section}.modes.{framework}: unknown mode {unknown[0]!r} "
-                              f"({framework} has {', '.join(known)})")
-        if not names:
-            raise ConfigError(f"config {section}.modes.{framework}: empty (name a mode, or leave the key out "
-                              f"for {FRAMEWORKS[framework].default_mode})")
-    config[section]["modes"] = {fw: list(modes.get(fw, [FRAMEWORKS[fw].default_mode])) for fw in FRAMEWORKS}
 
 
 def load_config(*paths):

@@ -1,7 +1,8 @@
 """The contract between the protocol and a framework: what a backend module and a workload's
-framework part implement, where a process computes (Placement), and the two ways a point can
-refuse to run. The protocol (dlbench.protocol) calls these; it is not imported here, so a
-framework module imports this file and the clock (dlbench.clock), never the protocol.
+framework part implement, and where a process computes (Placement); the two ways a point can
+refuse to run are dlbench.errors' NotApplicable and FrameworkError. The protocol
+(dlbench.protocol) calls these; it is not imported here, so a framework module imports this file
+and the clock (dlbench.clock), never the protocol.
 
 A framework backend is a module with these functions (see dlbench/frameworks/pytorch/__init__.py):
     configure(spec)                      (optional) process-wide settings that must precede the
@@ -40,14 +41,6 @@ import numpy as np
 
 from dlbench.files import file_sha256
 from dlbench.weights import initial_weights, weights_sha256
-
-
-class NotApplicable(Exception):
-    """This sweep point has no meaning here (e.g. DataParallel without GPUs)."""
-
-
-class FrameworkError(RuntimeError):
-    """The framework cannot run this point as asked (e.g. it cannot see the machine's GPUs)."""
 
 
 def shard(batch, part, parts):

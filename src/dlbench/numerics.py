@@ -21,10 +21,11 @@ is not x86-64 Linux the policy is recorded as "unsupported" and nothing changes.
 a numpy probe in a thread started afterwards, and the framework's own probe, run in its own
 worker threads (`backend.flushes_denormals()`).
 
-    python -m dlbench.numerics --framework pytorch --policy flush [--gpu-float32 tf32]
+    python -m dlbench.numerics_probe --framework pytorch --policy flush [--gpu-float32 tf32]
 
 applies the policies as the protocol does, sets the framework up on the CPU and prints the
-measurement as JSON (tests/test_numerics.py runs it in every framework's environment).
+measurement as JSON (tests/test_numerics.py runs it in every framework's environment); it stands
+above the frameworks' backends, which import this module.
 
 cuDNN's autotuning (`CUDNN_AUTOTUNE`) is the other policy the same for every framework: where it
 is on, each convolution's algorithm is timed on its first call and the fastest kept (the first
@@ -48,12 +49,8 @@ less). The record's `numerics.gpu_float32` holds the policy, the settings, the m
 and whether it is the policy's (`followed`). On a CPU the products are float32 whatever the
 policy: the settings are still applied and recorded, and `followed` is null.
 """
-import argparse
 import ctypes
 import ctypes.util
-import importlib
-import json
-import os
 import platform
 import sys
 import threading
@@ -216,42 +213,3 @@ def xla_flags_with_autotune(flags, on):
 def cudnn_autotune(backend):
     """The record's `cudnn_autotune`: the policy and what the framework's backend set for it."""
     return {"policy": "on" if CUDNN_AUTOTUNE else "off", "settings": backend.cudnn_autotune(CUDNN_AUTOTUNE)}
-
-
-def probe_spec(framework, policy, threads, gpu_float32="highest"):
-    """A one-device CPU spec for setting a framework up without a workload (the probe's)."""
-    from dlbench.specs import CompileCache, Convergence, Measure, Run
-
-    measure = Measure(min_unit_seconds=0, min_unit_steps=1, max_unit_steps=1, warmup_tolerance=0.1,
-                      max_warmup_units=1, steady_units=1, max_other_cpus=0.0, max_contended_reruns=0)
-    return Run(workload="probe", framework=framework, run_id="probe", repeat=1, seed=0, device="cpu", devices=1, nodes=1,
-               strategy="single", mode=None, batch=1, threads=threads, measure=measure, convergence=Convergence(0, 1),
-               timeout_s=60.0, numerics=policy, gpu_float32=gpu_float32,
-               compile_cache=CompileCache(directory=None, fill=True))
-
-
-def main():
-    parser = argparse.ArgumentParser(description="Apply a numerics policy as the training process does and print "
-                                                 "what is measured (JSON).")
-    parser.add_argument("--framework", required=True)
-    parser.add_argument("--policy", choices=POLICIES, required=True)
-    parser.add_argument("--gpu-float32", choices=GPU_FLOAT32, default="highest")
-    parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
-    spec = probe_spec(args.framework, args.policy, args.threads, args.gpu_float32)
-    from dlbench.frameworks import backend_module
-
-    apply(spec.numerics)  # as dlbench.protocol.main: before the backend is imported
-    backend = importlib.import_module(backend_module(args.framework))
-    if hasattr(backend, "configure"):
-        backend.configure(spec)
-    settings = backend.gpu_float32(spec.gpu_float32)
-    placement = backend.setup(spec, "cpu", 0)
-    print(json.dumps({"framework": args.framework, **measure(spec, backend, placement, settings)}), flush=True)
-    backend.teardown(placement)
-    sys.stderr.flush()
-    os._exit(0)  # as the protocol: frameworks may leave non-daemon threads behind
-
-
-if __name__ == "__main__":
-    main()

@@ -72,8 +72,9 @@ from pathlib import Path
 
 from dlbench import nodes, numerics
 from dlbench.clock import Results, RunClock, run_blocks, timed
-from dlbench.contract import FrameworkError, NotApplicable
-from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start, workload_module
+from dlbench.definitions import workload_module
+from dlbench.errors import FrameworkError, NotApplicable
+from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import gpus, write_json
 from dlbench.specs import spec_from_dict, spec_to_dict

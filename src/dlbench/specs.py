@@ -1,105 +1,23 @@
-"""Typed run specs: everything one run uses, built once from the validated config.
+"""Typed run specs read and written: everything one run uses, built once from the validated config.
 
-A spec is a frozen dataclass per run set (dlbench.sweep.RunSet: a subclass of Run, in the
-workload's definition.py). The workflow builds it and hands it
+A spec is a frozen dataclass per run set (dlbench.sweep.RunSet: a subclass of dlbench.spec_types.Run,
+in the workload's definition.py). The workflow builds it and hands it
 to the run as JSON (a plain `params:` value, so that Snakemake reruns a run whose spec
-changed); the trainer reads it back with `spec_from_dict`, which fails on a missing or
-unknown key and names it. The whole spec is stored in the run's record.
-
-One name per meaning, in every workload: `model` is the model's hyperparameters, `data` the
-paths of the prepared files a run reads, `batch` the per-device batch, `devices`, `nodes` and
-`strategy` the data-parallel setup (1, 1 and "single" where a workload has no other), `mode`
-the framework's execution mode (eager, compiled: see dlbench.frameworks).
+changed); the trainer reads it back with `spec_from_dict`, which finds its type by the run set
+it names (dlbench.definitions) and fails on a missing or unknown key, naming it. The whole spec
+is stored in the run's record.
 """
 import dataclasses
 import json
 import types
 import typing
-from dataclasses import dataclass
+
+from dlbench.definitions import run_set, run_sets
 
 
 class SpecError(ValueError):
     """A spec that cannot be built or read; the message names the key."""
 
-
-@dataclass(frozen=True)
-class Adam:
-    lr: float
-    beta1: float
-    beta2: float
-    eps: float
-
-
-@dataclass(frozen=True)
-class StepSchedule:
-    """The learning rate times `factor` every `every_epochs` epochs of the run's order (IMDB, as the study)."""
-    factor: float
-    every_epochs: int
-
-
-@dataclass(frozen=True)
-class Measure:
-    """How a run's throughput is measured (dlbench.clock.Plan): the same for every framework."""
-    min_unit_seconds: float   # a unit lasts at least this long ...
-    min_unit_steps: int       # ... and at least this many steps
-    max_unit_steps: int       # calibration stops here even if a unit is still short
-    warmup_tolerance: float   # warm-up ends when two consecutive units agree within this fraction ...
-    max_warmup_units: int     # ... or after this many warm-up units of the calibrated length
-    steady_units: int         # the measurement: units after the warm-up
-    max_other_cpus: float     # a steady unit while other processes used more cores is contended ...
-    max_contended_reruns: int  # ... and timed again in its place, up to this many times a run
-
-
-@dataclass(frozen=True)
-class Convergence:
-    """Training from the shared start before the throughput units, evaluated every
-    `eval_every` steps: loss and metric by step, steps to the target (0 steps: none)."""
-    steps: int
-    eval_every: int
-
-
-@dataclass(frozen=True)
-class CompileCache:
-    """Where the framework keeps what it compiles (dlbench.protocol, step 1): a persistent cache
-    shared by a point's repeats, so that a repeat after the first loads its programs instead of
-    compiling them again; the first compiles cold, and its time is the point's compile figure."""
-    directory: str | None  # the point's folder (relative to the workflow's); None: an empty one of this run's own
-    fill: bool             # this run empties it first and compiles into it (cold); else it reads it (warm)
-
-
-@dataclass(frozen=True)
-class Run:
-    """What every run has."""
-    workload: str
-    framework: str | None  # None: a run of no framework (the image libraries' benchmarks)
-    run_id: str
-    repeat: int
-    seed: int
-    device: str          # auto, cpu or gpu
-    devices: int         # devices of the run (N CPU workers on a CPU), over all its nodes
-    nodes: int           # machines the run spans (dlbench.nodes): devices // nodes on each
-    strategy: str        # "single" on one device, else the framework's data-parallel engine
-    mode: str | None     # the framework's execution mode (dlbench.frameworks); None where a run set has none
-    batch: int           # per device; the global batch is batch x devices
-    threads: int         # CPU threads of the whole run
-    measure: Measure
-    convergence: Convergence
-    timeout_s: float
-    numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
-    gpu_float32: str     # float32 products on GPUs: "highest" or "tf32" (dlbench.numerics)
-    compile_cache: CompileCache
-
-    @property
-    def global_batch(self):
-        return self.batch * self.devices
-
-    def point(self):
-        """The sweep point {key: value}: the run id's fields but the repeat (a run is one
-        repeat of its point). Each spec type says its own."""
-        raise NotImplementedError
-
-
-# --- reading and writing ---------------------------------------------------------------------------
 
 def _convert(kind, value, where):
     """value (from JSON) as `kind`, a dataclass, a tuple, an optional or a plain type."""
@@ -138,8 +56,6 @@ def _from_dict(cls, data, where):
 
 def spec_from_dict(data):
     """The typed spec of a dict (a record's spec, or JSON from the workflow)."""
-    from dlbench.workloads import run_set, run_sets
-
     found = run_set(data.get("workload")) if isinstance(data, dict) else None
     if found is None:
         raise SpecError(f"spec: workload must be one of {', '.join(run_sets())}, got "

@@ -1,11 +1,13 @@
 """What every workload's sweep shares (pure): a run set (a grid of runs and the spec of each),
-the run id, the fields every spec has. Each workload's own grid and specs are in its folder
-(dlbench/workloads/<workload>/definition.py)."""
+the run id, the fields every spec has, the checks of a config section's sweep dimensions
+(strategies, modes, batches) that a workload's check(config) uses. Each workload's own grid and
+specs are in its folder (dlbench/workloads/<workload>/definition.py)."""
 from dataclasses import dataclass
 from typing import Callable
 
+from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.specs import CompileCache, Convergence, Measure
+from dlbench.spec_types import CompileCache, Convergence, Measure
 
 SINGLE_DEVICE = "single"
 MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_tolerance", "max_warmup_units",
@@ -18,7 +20,7 @@ class RunSet:
     ChestX-ray's training runs, or its framework loaders' benchmark)."""
     name: str            # spec.workload; records in results/runs/<name>/, tables results/tables/<name>-*.csv;
                          # its task and framework modules in dlbench/workloads/<name>/, a-b in <a>/<b>/
-    spec_type: type      # the frozen dataclass of its specs (a subclass of dlbench.specs.Run)
+    spec_type: type      # the frozen dataclass of its specs (a subclass of dlbench.spec_types.Run)
     columns: tuple       # a run id's fields, in order
     rows: Callable       # (config, frameworks, repeats) -> the grid's rows {framework, column: value}
     build: Callable      # (config, row, threads) -> the row's spec
@@ -31,6 +33,11 @@ class RunSet:
     sample: str = "samples"      # what one sample of its throughput is (images, reviews): samples/s's unit
     timed: bool = True           # its throughput is a measurement (the headline has its ratios); the memory
                                  # pass's runs take a few steps, their time is not one
+
+    @property
+    def runs_as_or_own(self):
+        """The run set whose framework modules and initial weights its runs use: runs_as, or its own name."""
+        return self.runs_as or self.name
 
     def env(self, spec):
         return spec.framework if self.environment is None else self.environment(spec)
@@ -67,7 +74,7 @@ def compile_cache(config, name, row, columns):
 
 
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
-    """The fields every spec has (dlbench.specs.Run), from the config, the workload's section,
+    """The fields every spec has (dlbench.spec_types.Run), from the config, the workload's section,
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
     the framework's default mode. Only the first measurement.convergence_repeats repeats train
     the convergence segments; a later repeat measures throughput only, from the same start.
@@ -92,3 +99,42 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
 def convergence_steps(section):
     """Convergence in steps, evaluated every eval_every_steps (the section's keys)."""
     return Convergence(steps=section["convergence_steps"], eval_every=section["eval_every_steps"])
+
+
+def check_strategies(config, section):
+    """A section's strategies: known frameworks and strategies; filled for every framework (one
+    left out takes all of its own; one given none runs on one device only)."""
+    strategies = config[section]["strategies"]
+    for framework, names in strategies.items():
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config {section}.strategies: unknown framework {framework!r}")
+        unknown = [name for name in names if name not in FRAMEWORKS[framework].strategies]
+        if unknown:
+            raise ConfigError(f"config {section}.strategies.{framework}: unknown strategy {unknown[0]!r} "
+                              f"({framework} has {', '.join(FRAMEWORKS[framework].strategies)})")
+    config[section]["strategies"] = {fw: list(strategies.get(fw, FRAMEWORKS[fw].strategies)) for fw in FRAMEWORKS}
+
+
+def check_batch(key, batch, devices, samples, what):
+    """A batch (per device, on `devices` devices) that the data it divides can fill."""
+    if batch * devices > samples:
+        on = f" on {devices} devices" if devices > 1 else ""
+        raise ConfigError(f"config {key}: a batch of {batch}{on} is more than the {samples} {what}")
+
+
+def check_modes(config, section):
+    """A section's execution modes: known frameworks and modes; a framework left out runs in its
+    default mode only (the first of its modes in src/dlbench/frameworks/__init__.py)."""
+    modes = config[section]["modes"]
+    for framework, names in modes.items():
+        if framework not in FRAMEWORKS:
+            raise ConfigError(f"config {section}.modes: unknown framework {framework!r}")
+        known = [name for name, _ in FRAMEWORKS[framework].modes]
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ConfigError(f"config {section}.modes.{framework}: unknown mode {unknown[0]!r} "
+                              f"({framework} has {', '.join(known)})")
+        if not names:
+            raise ConfigError(f"config {section}.modes.{framework}: empty (name a mode, or leave the key out "
+                              f"for {FRAMEWORKS[framework].default_mode})")
+    config[section]["modes"] = {fw: list(modes.get(fw, [FRAMEWORKS[fw].default_mode])) for fw in FRAMEWORKS}

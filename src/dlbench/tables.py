@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.definitions import run_set
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.record import contended_unit, cpu_line
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_from_dict
-from dlbench.workloads import run_set
 
 ERROR_LINES = 6  # of a failed run's error, the last lines go into the tables
 

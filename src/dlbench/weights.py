@@ -27,6 +27,9 @@ import json
 
 import numpy as np
 
+from dlbench.definitions import run_set
+
+
 class Draw:
     """Arrays drawn in turn from one generator, kept in the order they are drawn (PyTorch's
     state-dict order)."""
@@ -72,13 +75,12 @@ class Draw:
         self.arrays[f"{name}.num_batches_tracked"] = np.zeros((), dtype=np.int64)
 
 
-def generator(spec):
-    """The generator of a spec's initial weights: from the seed, the workload and the model's
-    hyperparameters (nothing else of the spec, so that every framework and sweep point of the
-    same model starts alike; the memory pass's runs as their training's)."""
-    from dlbench.workloads import runs_as
-
-    key = json.dumps([runs_as(spec.workload), dataclasses.asdict(spec.model)], sort_keys=True)
+def generator(spec, found):
+    """The generator of a spec's initial weights, of its run set `found`: from the seed, the run set
+    its runs run as and the model's hyperparameters (nothing else of the spec, so that every
+    framework and sweep point of the same model starts alike; the memory pass's runs as their
+    training's)."""
+    key = json.dumps([found.runs_as_or_own, dataclasses.asdict(spec.model)], sort_keys=True)
     words = np.frombuffer(hashlib.sha256(key.encode()).digest(), dtype=np.uint32)
     return np.random.default_rng([spec.seed, *words.tolist()])
 
@@ -87,13 +89,11 @@ def initial_weights(spec):
     """{name: array} in PyTorch's state-dict names, order, layouts and dtypes (float32;
     num_batches_tracked int64), drawn by the run set's draw_weights (in the workload's
     definition.py), or None for a run set without a model (the loader benchmark)."""
-    from dlbench.workloads import run_set
-
-    draw_weights = run_set(spec.workload).draw_weights
-    if draw_weights is None:
+    found = run_set(spec.workload)
+    if found.draw_weights is None:
         return None
-    draw = Draw(generator(spec))
-    draw_weights(draw, spec.model)
+    draw = Draw(generator(spec, found))
+    found.draw_weights(draw, spec.model)
     return draw.arrays
 
 

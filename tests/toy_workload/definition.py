@@ -2,7 +2,7 @@
 knows of it; dlbench.workloads says what a definition holds)."""
 from dataclasses import dataclass
 
-from dlbench.specs import Adam, Run
+from dlbench.spec_types import Adam, Run
 from dlbench.sweep import RunSet, convergence_steps, run_fields
 
 DATA = "results/data/toy"

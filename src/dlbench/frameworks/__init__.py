@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 
 EAGER, COMPILED = "eager", "compiled"   # what a mode is: op by op from Python, or a graph built once and run
 
@@ -119,15 +119,6 @@ def backend_modules(framework):
     """The backend modules a framework's runs execute: its own, and its engine's."""
     engine = FRAMEWORKS[framework].engine if framework else None
     return [backend_module(framework), *([backend_module(engine)] if engine else [])]
-
-
-def workload_module(workload, framework):
-    """The module of a framework's runs of a run set (dlbench.sweep.RunSet: a-b is the package
-    a.b, or that of the run set it runs as); of a run set of no framework, its task.py."""
-    from dlbench.workloads import runs_as
-
-    module = "task" if framework is None else FRAMEWORKS[framework].module
-    return f"dlbench.workloads.{runs_as(workload).replace('-', '.')}.{module}"
 
 
 def reported(read):

@@ -1,4 +1,6 @@
-"""The workloads the benchmark knows: the one place they are listed.
+"""The workloads the benchmark knows: the one place they are listed, as plain data (this module
+imports nothing; dlbench.definitions loads each listed workload's definition and finds its run
+sets by name).
 
 A workload is a line in WORKLOADS and its folder, dlbench/workloads/<workload>/ (rules, code,
 captions; nothing outside it names the workload):
@@ -10,8 +12,13 @@ captions; nothing outside it names the workload):
     TABLES      table names its rules.smk writes besides each run set's tables:
                 results/tables/<workload>-<name>.csv
     TARGET      (metric, the key of its target in the config section), or None
-    check(config)   what the schema cannot check of its section (raise dlbench.config.ConfigError)
+    check(config)   what the schema cannot check of its section (raise dlbench.errors.ConfigError;
+                    dlbench.sweep checks its strategies, modes and batches)
     RENAMED     (optional) {old key in its section: new key}: an old key stops, naming the new
+  It imports downward only (dlbench.sweep, dlbench.spec_types, dlbench.errors, dlbench.frameworks,
+  dlbench.flops; another workload's definition by its module, as memory's does), never what
+  loads the definitions (dlbench.definitions, and dlbench.config, dlbench.specs, dlbench.weights
+  above it);
 - rules.smk: preparing its data from the raw files, its figures (and any benchmark of its own
   besides the training runs, whose record sets it adds to RECORD_SETS); included by the
   Snakefile for every workload listed here;
@@ -23,30 +30,6 @@ captions; nothing outside it names the workload):
   entry points: prepare.py, plot.py), report/ (its figures' captions);
 - its section in config.yaml and in schemas/config.schema.yaml.
 """
-import importlib
-
 WORKLOADS = ("mnist", "imdb", "chestxray", "onnx", "matmul", "memory", "findings")
 # workloads renamed so that one word has one meaning: {old name: new name}
 RENAMED = {"survey": "findings"}
-
-
-def definition(workload):
-    """The workload's definition module."""
-    return importlib.import_module(f"dlbench.workloads.{workload}.definition")
-
-
-def run_sets(workloads=WORKLOADS):
-    """{run set name: (workload, RunSet)} of the workloads, in their order."""
-    return {run_set.name: (workload, run_set) for workload in workloads for run_set in definition(workload).RUN_SETS}
-
-
-def run_set(name):
-    """The RunSet named `name` (a spec's workload), or None."""
-    found = run_sets().get(name)
-    return found[1] if found else None
-
-
-def runs_as(name):
-    """The run set whose modules and initial weights the runs of run set `name` share (RunSet.runs_as)."""
-    found = run_set(name)
-    return found.runs_as if found and found.runs_as else name

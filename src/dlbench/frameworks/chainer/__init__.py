@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlbench.contract import FrameworkError, Placement
+from dlbench.contract import Placement
+from dlbench.errors import FrameworkError
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
 from dlbench.numerics import denormals, flushed

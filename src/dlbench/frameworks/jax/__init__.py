@@ -59,7 +59,8 @@ from jax.experimental import multihost_utils
 from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import CUDNN_AUTOTUNE, denormals, flushed, xla_flags_with_autotune
-from dlbench.contract import FrameworkError, Placement
+from dlbench.contract import Placement
+from dlbench.errors import FrameworkError
 
 STRATEGIES = ("single", "sharding")
 BATCH_AXIS = "batch"

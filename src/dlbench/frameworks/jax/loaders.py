@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.clock import Plan
-from dlbench.contract import FrameworkError
+from dlbench.errors import FrameworkError
 from dlbench.frameworks.jax.step import place_batch
 
 

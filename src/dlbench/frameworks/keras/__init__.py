@@ -36,7 +36,7 @@ import importlib
 import os
 
 from dlbench.frameworks import FRAMEWORKS, backend_module
-from dlbench.contract import FrameworkError, NotApplicable
+from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.nodes import this_node
 
 # framework (keras-<backend>, dlbench.frameworks) -> the Keras backend it runs on, and that

@@ -29,7 +29,7 @@ import functools
 
 import numpy as np
 
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 from dlbench.frameworks.keras import engine, replicas, scope
 from dlbench.frameworks.keras.loaders import fit_input
 

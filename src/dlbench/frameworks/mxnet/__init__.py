@@ -24,7 +24,8 @@ import traceback
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import FrameworkError, Placement
+from dlbench.contract import Placement
+from dlbench.errors import FrameworkError
 from dlbench.processes import die_with_parent
 from dlbench.record import gpus
 

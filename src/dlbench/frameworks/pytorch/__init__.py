@@ -23,7 +23,8 @@ from torch import nn
 from dlbench.frameworks import check_recomputing, reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import NotApplicable, Placement, one_ahead
+from dlbench.contract import Placement, one_ahead
+from dlbench.errors import NotApplicable
 
 COMPILE, CHANNELS_LAST, CHECKPOINT = "compile", "channels-last", "checkpoint"
 COMPILE_BACKEND = "inductor"  # torch.compile's default: C++/OpenMP kernels on CPUs (g++), Triton on GPUs

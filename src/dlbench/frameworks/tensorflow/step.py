@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 from dlbench.frameworks import check_recomputing
 from dlbench.frameworks.tensorflow import strategy
 

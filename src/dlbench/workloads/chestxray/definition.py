@@ -6,10 +6,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from dlbench import flops
-from dlbench.config import ConfigError, check_batch, check_modes, check_strategies
+from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.specs import Adam, Run
-from dlbench.sweep import RunSet, convergence_steps, device_strategies, run_fields
+from dlbench.spec_types import Adam, Run
+from dlbench.sweep import (RunSet, check_batch, check_modes, check_strategies, convergence_steps, device_strategies,
+                           run_fields)
 
 DATA = "results/data/chestxray"
 

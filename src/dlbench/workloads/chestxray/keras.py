@@ -29,7 +29,7 @@ from keras import layers
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as backend
 from dlbench.frameworks.keras.fit import WorkloadMethods
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 from dlbench.frameworks.keras.loaders import resident_batches, run_batches
 from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name, has_densenet121_architecture
 from dlbench.workloads.chestxray.task import ChestXray

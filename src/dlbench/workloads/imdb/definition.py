@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlbench import flops
-from dlbench.config import check_batch, check_modes
-from dlbench.specs import Adam, Run, StepSchedule
-from dlbench.sweep import RunSet, convergence_steps, run_fields
+from dlbench.spec_types import Adam, Run, StepSchedule
+from dlbench.sweep import RunSet, check_batch, check_modes, convergence_steps, run_fields
 
 TRAIN_REVIEWS = 12_500  # the real training split (imdb.train_reviews null: all of it)
 

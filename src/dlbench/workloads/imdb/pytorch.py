@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 from dlbench.frameworks import pytorch as backend
 from dlbench.workloads.imdb.task import Imdb
 

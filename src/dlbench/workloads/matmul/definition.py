@@ -5,7 +5,7 @@ what a definition holds)."""
 from dataclasses import dataclass
 
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.specs import Run
+from dlbench.spec_types import Run
 from dlbench.sweep import RunSet, run_fields
 
 

@@ -12,12 +12,17 @@ its units are memory.steps steps each (one calibration, one warm-up, one steady 
 run's first step alone (dlbench.clock.Plan), their time is not a measurement (RunSet.timed)."""
 import dataclasses
 
-from dlbench.config import ConfigError
-from dlbench.specs import Convergence, Measure
+from dlbench.errors import ConfigError
+from dlbench.spec_types import Convergence, Measure
 from dlbench.sweep import RunSet, run_id
-from dlbench.workloads import definition
+from dlbench.workloads.chestxray import definition as chestxray_definition
+from dlbench.workloads.imdb import definition as imdb_definition
+from dlbench.workloads.mnist import definition as mnist_definition
 
-MEASURED = ("mnist", "imdb", "chestxray")   # the training workloads it can measure
+# the training workloads it can measure, and the training run set of each (its first)
+TRAINING = {"mnist": mnist_definition.RUN_SETS[0], "imdb": imdb_definition.RUN_SETS[0],
+            "chestxray": chestxray_definition.RUN_SETS[0]}
+MEASURED = tuple(TRAINING)
 
 
 def measured(config):
@@ -28,7 +33,7 @@ def measured(config):
 
 def training(workload):
     """The training run set of a workload (its first)."""
-    return definition(workload).RUN_SETS[0]
+    return TRAINING[workload]
 
 
 def columns(workload):
@@ -90,14 +95,12 @@ def search_template(config, framework, mode, threads):
     """The spec the largest-batch search varies (batch 1): the framework's and mode's ChestX-ray
     point with DenseNet of memory.largest_batch.blocks (DenseNet-121); None where the framework
     has no such ChestX-ray point."""
-    from dlbench.workloads.chestxray.definition import densenet
-
     rows = [row for row in first_points(config, "chestxray", [framework]) if row.get("mode") == mode]
     if not rows:
         return None
     spec = memory_spec("chestxray")(config, {**rows[0], "batch": 1}, threads)
     # the search names each batch it tries: mode~<mode>_batch~<batch>
-    return dataclasses.replace(spec, model=densenet(config["memory"]["largest_batch"]["blocks"]),
+    return dataclasses.replace(spec, model=chestxray_definition.densenet(config["memory"]["largest_batch"]["blocks"]),
                                run_id=run_id({"mode": mode}, ("mode",)))
 
 

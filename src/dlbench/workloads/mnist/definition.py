@@ -5,9 +5,8 @@ import itertools
 from dataclasses import dataclass
 
 from dlbench import flops
-from dlbench.config import check_batch, check_modes, check_strategies
-from dlbench.specs import Adam, Convergence, Run
-from dlbench.sweep import RunSet, device_strategies, run_fields
+from dlbench.spec_types import Adam, Convergence, Run
+from dlbench.sweep import RunSet, check_batch, check_modes, check_strategies, device_strategies, run_fields
 
 DATA = "results/data/mnist"
 TRAIN_IMAGES = 60_000  # the real training split; a duplicate point repeats it

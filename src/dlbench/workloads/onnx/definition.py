@@ -15,10 +15,12 @@ or its predicted classes agree on fewer than `min_agreement` of them.
 import itertools
 from dataclasses import dataclass
 
-from dlbench.config import ConfigError
-from dlbench.specs import Run
+from dlbench.errors import ConfigError
+from dlbench.spec_types import Run
 from dlbench.sweep import RunSet, run_fields
-from dlbench.workloads import definition
+from dlbench.workloads.chestxray import definition as chestxray_definition
+from dlbench.workloads.imdb import definition as imdb_definition
+from dlbench.workloads.mnist import definition as mnist_definition
 
 DATA = "results/data/onnx"
 
@@ -36,6 +38,8 @@ MODELS = {
     "imdb-lstm": SourceModel("imdb", {}, "argmax"),
     "densenet": SourceModel("chestxray", {"input": "synthetic"}, "sign"),  # chestxray.blocks says which
 }
+# The definitions of the models' workloads
+SOURCE_DEFINITIONS = {"mnist": mnist_definition, "imdb": imdb_definition, "chestxray": chestxray_definition}
 # The runtimes and the env each runs in: PyTorch's own (the exported program; the reference),
 # onnxruntime, and MXNet's ONNX importer (mxnet.contrib.onnx).
 RUNTIMES = {"pytorch": "pytorch", "onnxruntime": "onnx", "mxnet": "mxnet"}
@@ -95,7 +99,7 @@ def source_spec(config, model, threads):
     workload's overhead point (one device), in PyTorch, repeat 1: a repeat that trains the
     convergence steps (measurement.convergence_repeats is at least 1)."""
     source = MODELS[model]
-    source_definition = definition(source.workload)
+    source_definition = SOURCE_DEFINITIONS[source.workload]
     row = {**source_definition.overhead_row(config), **source.row, "framework": "pytorch", "repeat": 1}
     return source_definition.RUN_SETS[0].build(config, row, threads)
 

@@ -9,7 +9,7 @@ for the output (wait_to_read).
 import os
 import re
 
-from dlbench.contract import NotApplicable
+from dlbench.errors import NotApplicable
 
 
 class PyTorch:

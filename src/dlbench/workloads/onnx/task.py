@@ -7,7 +7,8 @@ import math
 
 import numpy as np
 
-from dlbench.contract import NotApplicable, WithoutModel
+from dlbench.contract import WithoutModel
+from dlbench.errors import NotApplicable
 from dlbench.workloads.onnx.runtimes import RUNTIMES
 
 CHECK_BATCH = 64  # the agreement check's batch

@@ -11,7 +11,7 @@ the count.
 What is counted, per run set of the configured workloads that has framework modules of its own
 (mnist, imdb, chestxray, chestxray's loader benchmark in chestxray/loader/, matmul):
 - code_lines: the framework's module of the run set, dlbench/workloads/<run set>/<module>.py
-  (dlbench.frameworks.workload_module): its model, step and loader. A framework without one
+  (dlbench.definitions.workload_module): its model, step and loader. A framework without one
   has no row (Keras' matmul: its product is its backend's). Keras' three frameworks run one
   module on three backends: the same lines for each, module_shared says so.
 - backend_lines: the framework's backend package, dlbench/frameworks/<module>/*.py, that every
@@ -42,10 +42,10 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 from radon.raw import analyze
 
-from dlbench.frameworks import FRAMEWORKS, backend_module, workload_module
+from dlbench.frameworks import FRAMEWORKS, backend_module
 from dlbench.plots import colour, no_data
 from dlbench.stats import plain
-from dlbench.workloads import run_sets
+from dlbench.definitions import run_sets, workload_module
 
 UNIT = "lines of code, without comments, docstrings and blank lines"
 SHARED_HATCH = "//"

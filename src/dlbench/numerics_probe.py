@@ -1,0 +1,52 @@
+"""The numerics policy applied as the training process applies it, and measured, in one framework,
+without a workload (dlbench.numerics):
+
+    python -m dlbench.numerics_probe --framework pytorch --policy flush [--gpu-float32 tf32]
+
+sets the framework up on the CPU and prints the measurement as JSON (tests/test_numerics.py runs
+it in every framework's environment; benchmarks/numerics.py starts its variants from probe_spec).
+"""
+import argparse
+import importlib
+import json
+import os
+import sys
+
+from dlbench.frameworks import backend_module
+from dlbench.numerics import GPU_FLOAT32, POLICIES, apply, measure
+from dlbench.spec_types import CompileCache, Convergence, Measure, Run
+
+
+def probe_spec(framework, policy, threads, gpu_float32="highest"):
+    """A one-device CPU spec for setting a framework up without a workload (the probe's)."""
+    units = Measure(min_unit_seconds=0, min_unit_steps=1, max_unit_steps=1, warmup_tolerance=0.1,
+                    max_warmup_units=1, steady_units=1, max_other_cpus=0.0, max_contended_reruns=0)
+    return Run(workload="probe", framework=framework, run_id="probe", repeat=1, seed=0, device="cpu", devices=1, nodes=1,
+               strategy="single", mode=None, batch=1, threads=threads, measure=units, convergence=Convergence(0, 1),
+               timeout_s=60.0, numerics=policy, gpu_float32=gpu_float32,
+               compile_cache=CompileCache(directory=None, fill=True))
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Apply a numerics policy as the training process does and print "
+                                                 "what is measured (JSON).")
+    parser.add_argument("--framework", required=True)
+    parser.add_argument("--policy", choices=POLICIES, required=True)
+    parser.add_argument("--gpu-float32", choices=GPU_FLOAT32, default="highest")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    spec = probe_spec(args.framework, args.policy, args.threads, args.gpu_float32)
+    apply(spec.numerics)  # as dlbench.protocol.main: before the backend is imported
+    backend = importlib.import_module(backend_module(args.framework))
+    if hasattr(backend, "configure"):
+        backend.configure(spec)
+    settings = backend.gpu_float32(spec.gpu_float32)
+    placement = backend.setup(spec, "cpu", 0)
+    print(json.dumps({"framework": args.framework, **measure(spec, backend, placement, settings)}), flush=True)
+    backend.teardown(placement)
+    sys.stderr.flush()
+    os._exit(0)  # as the protocol: frameworks may leave non-daemon threads behind
+
+
+if __name__ == "__main__":
+    main()
