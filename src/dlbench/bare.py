@@ -131,12 +131,3 @@ def training_arrays(spec, *names):
     memory-mapped: the training split the harness trains on."""
     return [np.load(getattr(spec.data, name), mmap_mode="r")[:spec.data.train_limit] for name in names]
 
-
-def synthetic_sizes(spec):
-    """ChestX-ray's synthetic input, as the harness's: (the training split's samples, the images of
-    the pool reused by index: at most SYNTHETIC_POOL)."""
-    from dlbench.workloads.chestxray.labels import read_labels_csv  # ChestX-ray's loops' alone
-    from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-
-    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
-    return n_train, min(n_train, SYNTHETIC_POOL)

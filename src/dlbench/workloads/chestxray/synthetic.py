@@ -5,6 +5,7 @@ import zlib
 import numpy as np
 
 from dlbench.workloads.chestxray.images import ORIGINAL_SIZE
+from dlbench.workloads.chestxray.labels import read_labels_csv
 
 
 # Synthetic mode keeps at most this many random images in memory and reuses them by index
@@ -56,3 +57,10 @@ def save_png(image, path, compress_level=SYNTHETIC_PNG_COMPRESSION):
     """A uint8 grayscale array as an 8-bit grayscale PNG (Pillow)."""
     from PIL import Image
     Image.fromarray(image).save(path, format="PNG", compress_level=compress_level)
+
+
+def synthetic_sizes(spec):
+    """The synthetic input of a bare loop, as the harness's: (the training split's samples, the images
+    of the pool reused by index: at most SYNTHETIC_POOL)."""
+    n_train = len(read_labels_csv(spec.data.labels)["train"][0])
+    return n_train, min(n_train, SYNTHETIC_POOL)

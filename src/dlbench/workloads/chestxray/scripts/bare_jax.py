@@ -30,6 +30,7 @@ import numpy as np
 
 from dlbench import bare
 from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
 def main():
@@ -41,7 +42,7 @@ def main():
     from dlbench.workloads.chestxray.jax import build_model
 
     rng = np.random.default_rng(spec.seed)
-    n_train, pool = bare.synthetic_sizes(spec)
+    n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = rng.standard_normal((pool, crop, crop, 3), dtype=np.float32)
     labels = rng.integers(0, 2, (n_train, len(FINDINGS))).astype(np.float32)

@@ -24,6 +24,7 @@ import numpy as np
 from dlbench import bare
 from dlbench.workloads.chestxray.labels import FINDINGS
 from dlbench.workloads.chestxray.mxnet import build_model
+from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
 def main():
@@ -31,7 +32,7 @@ def main():
     import mxnet as mx
     from mxnet import autograd, gluon
 
-    n_train, pool = bare.synthetic_sizes(spec)
+    n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
     labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")

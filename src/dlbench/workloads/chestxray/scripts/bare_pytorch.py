@@ -27,6 +27,7 @@ from torch import nn
 from dlbench import bare
 from dlbench.workloads.chestxray.labels import FINDINGS
 from dlbench.workloads.chestxray.pytorch import build_model
+from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
 def host_batches(images, labels, order, device):
@@ -81,7 +82,7 @@ def main():
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
 
-    n_train, pool = bare.synthetic_sizes(spec)
+    n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = torch.randn(pool, 3, crop, crop)
     labels = torch.randint(0, 2, (n_train, len(FINDINGS))).float()

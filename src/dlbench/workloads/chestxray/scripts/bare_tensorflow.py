@@ -27,6 +27,7 @@ import numpy as np
 
 from dlbench import bare
 from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
 def main():
@@ -38,7 +39,7 @@ def main():
     spec, epochs, device = bare.start("tensorflow")
     gpu = device == "/gpu:0"
 
-    n_train, pool = bare.synthetic_sizes(spec)
+    n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     rng = np.random.default_rng(spec.seed)
