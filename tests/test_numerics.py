@@ -87,7 +87,7 @@ def test_the_probe_multiplies_denormals_not_zeros():
     assert (values > 0).all() and (values < np.finfo(np.float32).tiny).all()
     assert numerics.flushed(np.zeros(3)) and not numerics.flushed(values)
     with pytest.raises(ValueError, match="flush, framework-default"):
-        numerics.mode_of("fast")
+        numerics.applied("fast")
 
 
 def rounded(values, bits):
@@ -142,14 +142,14 @@ def test_the_record_says_whether_the_gpu_computed_with_the_policys_precision():
 def test_framework_default_changes_nothing_and_flush_sets_ftz_and_daz_for_new_threads():
     before = numerics.mxcsr()
     assert numerics.apply("framework-default") == "framework-default" and numerics.mxcsr() == before
-    code = ("import json; from dlbench import numerics; mode = numerics.apply('flush'); "
-            "print(json.dumps([mode, numerics.mxcsr(), numerics.numpy_thread_flushes()]))")
-    mode, bits, thread_flushes = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+    code = ("import json; from dlbench import numerics; done = numerics.apply('flush'); "
+            "print(json.dumps([done, numerics.mxcsr(), numerics.numpy_thread_flushes()]))")
+    done, bits, thread_flushes = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
                                                            text=True, check=True).stdout)
     if not numerics.supported():
-        assert mode == "unsupported" and bits is None
+        assert done == "unsupported" and bits is None
         return
-    assert mode == "flush" and bits & numerics.FTZ and bits & numerics.DAZ and thread_flushes
+    assert done == "flush" and bits & numerics.FTZ and bits & numerics.DAZ and thread_flushes
 
 
 @pytest.mark.slow
@@ -174,7 +174,7 @@ def test_the_policy_is_what_each_framework_computes_with(framework):
     assert default["gpu_float32"]["settings"] == GPU_FLOAT32_SETTINGS[engine]["highest"], default["gpu_float32"]
     for measured in (flush["gpu_float32"], default["gpu_float32"]):
         assert (measured["device_kind"], measured["precision"], measured["followed"]) == ("cpu", "float32", None)
-    assert flush["mode"] == "flush"
+    assert flush["applied"] == "flush"
     assert flush["mxcsr_ftz"] and flush["mxcsr_daz"], flush
     assert flush["numpy_thread_flushes"] and flush["framework_flushes"], flush
     assert not default["mxcsr_ftz"] and not default["mxcsr_daz"] and not default["numpy_thread_flushes"], default

@@ -223,7 +223,7 @@ def test_a_repeat_without_segments_has_an_empty_time_to_target_and_keeps_its_thr
 
 def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_path):
     measured = {**result(3.0, 1.0), "numerics": {
-        "policy": "flush", "mode": "flush", "mxcsr": "0x9fe0", "mxcsr_ftz": True, "mxcsr_daz": True,
+        "policy": "flush", "applied": "flush", "mxcsr": "0x9fe0", "mxcsr_ftz": True, "mxcsr_daz": True,
         "numpy_thread_flushes": True, "framework_flushes": True, "gpu_float32": {
             "policy": "highest", "settings": {"NVIDIA_TF32_OVERRIDE": "0"}, "device_kind": "gpu",
             "median_relative_error": 2.8e-5, "precision": "tf32", "followed": False}}}

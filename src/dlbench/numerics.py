@@ -95,7 +95,7 @@ def supported():
     return _libm() is not None
 
 
-def mode_of(policy):
+def applied(policy):
     """What `apply(policy)` does here: flush, framework-default, or unsupported (flush asked
     for on a machine whose floating-point control this module cannot set)."""
     if policy not in POLICIES:
@@ -122,16 +122,16 @@ def mxcsr():
 
 
 def apply(policy):
-    """Set the policy in the calling thread (idempotent); returns the mode (`mode_of`)."""
-    mode = mode_of(policy)
-    if mode != "flush":
-        return mode
+    """Set the policy in the calling thread (idempotent); returns what it did (`applied`)."""
+    done = applied(policy)
+    if done != "flush":
+        return done
     libm, env = _environment()
     bits = int.from_bytes(env.raw[MXCSR_OFFSET:MXCSR_OFFSET + 4], "little") | FTZ | DAZ
     ctypes.memmove(ctypes.addressof(env) + MXCSR_OFFSET, bits.to_bytes(4, "little"), 4)
     if libm.fesetenv(env) != 0 or (mxcsr() & (FTZ | DAZ)) != FTZ | DAZ:
         raise OSError(f"could not set FTZ and DAZ in MXCSR (it reads {mxcsr():#06x})")
-    return mode
+    return done
 
 
 def denormals(n=PROBE_ELEMENTS):
@@ -193,7 +193,7 @@ def measure(spec, backend, placement, gpu_float32_settings):
     bits = mxcsr()
     return {
         "policy": policy,
-        "mode": mode_of(policy),
+        "applied": applied(policy),
         "mxcsr": None if bits is None else f"{bits:#06x}",
         "mxcsr_ftz": None if bits is None else bool(bits & FTZ),
         "mxcsr_daz": None if bits is None else bool(bits & DAZ),

@@ -13,7 +13,7 @@ import numpy as np
 from dlbench.envs import running_interpreter
 
 REPO = Path(__file__).resolve().parents[2]
-RECORD_VERSION = 11
+RECORD_VERSION = 12
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
