@@ -15,11 +15,11 @@ from dlbench.specs import spec_to_json
 from dlbench.workloads.chestxray.images import (CROP_SIZE, IMAGENET_MEAN, IMAGENET_STD, eval_transform, sample_rng,
                                                 to_normalised, train_transform)
 from dlbench.workloads.chestxray.definition import LIBRARIES
-from dlbench.workloads.chestxray.labels import (FINDINGS, SPLITS, WHEEL_MEMBER, LabelRow, choose_subset,
+from dlbench.workloads.chestxray.labels import (PATHOLOGIES, SPLITS, WHEEL_MEMBER, LabelRow, choose_subset,
                                                 patient_split, read_label_file, read_labels_csv, read_manifest,
                                                 read_nih_labels, read_wheel_labels, write_labels_csv)
 from dlbench.workloads.chestxray.synthetic import synthetic_image
-from dlbench.workloads.chestxray.metrics import auc_per_finding, average_ranks, macro_auc, roc_auc
+from dlbench.workloads.chestxray.metrics import auc_per_pathology, average_ranks, macro_auc, roc_auc
 from conftest import REPO, venv_python
 from specs import smoke_spec
 
@@ -28,8 +28,8 @@ HEADER = ("Image Index,Finding Labels,Follow-up #,Patient ID,Patient Age,Patient
           "OriginalImage[Width,Height],OriginalImagePixelSpacing[x,y]")
 
 
-def nih_line(image, findings, patient, follow_up=0):
-    return f"{image},{findings},{follow_up},{patient},57,M,PA,2682,2749,0.143,0.143"
+def nih_line(image, pathologies, patient, follow_up=0):
+    return f"{image},{pathologies},{follow_up},{patient},57,M,PA,2682,2749,0.143,0.143"
 
 
 SMALL = "\n".join([
@@ -47,7 +47,7 @@ def synthetic_label_text(patients=300, seed=0):
     lines = [HEADER]
     for patient in range(1, patients + 1):
         for follow_up in range(int(rng.integers(1, 7))):
-            found = [name for name in FINDINGS if rng.random() < 0.08]
+            found = [name for name in PATHOLOGIES if rng.random() < 0.08]
             lines.append(nih_line(f"{patient:08d}_{follow_up:03d}.png", "|".join(found) or "No Finding", patient,
                                   follow_up))
     return "\n".join(lines) + "\n"
@@ -63,7 +63,7 @@ def write_wheel(path, text):
 # --- labels ------------------------------------------------------------------------------------
 
 def test_findings_are_the_14_nih_findings_in_order():
-    assert FINDINGS == ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
+    assert PATHOLOGIES == ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
                         "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening",
                         "Hernia")
 
@@ -105,7 +105,7 @@ def test_nih_folder_takes_either_label_file_name(tmp_path):
 def test_unknown_finding_names_file_line_and_finding(tmp_path):
     path = tmp_path / "Data_Entry_2017.csv"
     path.write_text(SMALL.replace("Cardiomegaly|Emphysema", "Cardiomegaly|Pneumonitis"))
-    with pytest.raises(DataError, match=r"Data_Entry_2017.csv: line 3: unknown finding 'Pneumonitis'"):
+    with pytest.raises(DataError, match=r"Data_Entry_2017.csv: line 3: unknown pathology 'Pneumonitis'"):
         read_label_file(path)
 
 
@@ -181,7 +181,7 @@ def test_prepared_label_file_reads_back(tmp_path):
     write_labels_csv(tmp_path / "labels.csv", rows)
     with open(tmp_path / "labels.csv", newline="") as f:
         header = next(csv.reader(f))
-    assert header == ["image", "patient", "split", *FINDINGS]
+    assert header == ["image", "patient", "split", *PATHOLOGIES]
     back = read_labels_csv(tmp_path / "labels.csv")
     assert back["train"][0] == [f"{i}.png" for i in range(10)]
     np.testing.assert_array_equal(back["train"][1], labels[:10])
@@ -216,16 +216,16 @@ def test_auc_matches_counting_pairs_with_many_ties():
     assert roc_auc(labels, scores) == pytest.approx(pairs / (len(pos) * len(neg)))
 
 
-def test_auc_per_finding_and_macro_skip_undefined():
+def test_auc_per_pathology_and_macro_skip_undefined():
     labels = np.array([[0, 1, 0], [1, 1, 0], [0, 1, 0], [1, 1, 0]])
     scores = np.array([[0.1, 0.5, 0.2], [0.9, 0.5, 0.3], [0.2, 0.5, 0.1], [0.4, 0.5, 0.7]])
-    per = auc_per_finding(labels, scores, ["a", "b", "c"])
+    per = auc_per_pathology(labels, scores, ["a", "b", "c"])
     assert per == {"a": 1.0, "b": None, "c": None}
     assert macro_auc(per) == 1.0
     assert macro_auc({"a": 1.0, "b": 0.5, "c": None}) == 0.75
     assert macro_auc({"a": None}) is None
     with pytest.raises(ValueError):
-        auc_per_finding(labels, scores[:, :2], ["a", "b", "c"])
+        auc_per_pathology(labels, scores[:, :2], ["a", "b", "c"])
 
 
 # --- synthetic images and transforms (numpy only) ----------------------------------------------

@@ -19,7 +19,7 @@ import yaml
 
 from conftest import REPO, outcome_of, side_by_side, venv_python
 from dlbench.specs import spec_from_dict, spec_to_json
-from dlbench.workloads.chestxray.labels import FINDINGS, LabelRow, write_labels_csv
+from dlbench.workloads.chestxray.labels import PATHOLOGIES, LabelRow, write_labels_csv
 
 SPEC = importlib.util.spec_from_file_location("overhead", REPO / "benchmarks" / "overhead.py")
 overhead = importlib.util.module_from_spec(SPEC)
@@ -39,7 +39,7 @@ def tiny_config(tmp_path):
 def labels_csv(path, train):
     """A prepared label file of `train` training rows (and one row each of valid and test):
     all a bare loop reads of the data."""
-    row = lambda i: LabelRow(f"{i:05d}.png", i, np.zeros(len(FINDINGS), np.uint8))  # noqa: E731
+    row = lambda i: LabelRow(f"{i:05d}.png", i, np.zeros(len(PATHOLOGIES), np.uint8))  # noqa: E731
     write_labels_csv(path, {"train": [row(i) for i in range(train)], "valid": [row(train)], "test": [row(train + 1)]})
     return path
 

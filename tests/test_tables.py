@@ -166,10 +166,10 @@ def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
 
 def test_final_results_are_flattened_into_the_runs_table(tmp_path):
     extra = result(3.0, 1.0)
-    extra["final"] = {"test_auc": {"macro": 0.75, "per_finding": {"Hernia": None, "Mass": 0.5}}}
+    extra["final"] = {"test_auc": {"macro": 0.75, "per_pathology": {"Hernia": None, "Mass": 0.5}}}
     records = load_records(write_records(tmp_path, record(spec(), extra, 0, [], "now", 5.0)))
     runs, _ = tables(records)
-    assert runs.loc[0, "test_auc_macro"] == 0.75 and runs.loc[0, "test_auc_per_finding_Mass"] == 0.5
+    assert runs.loc[0, "test_auc_macro"] == 0.75 and runs.loc[0, "test_auc_per_pathology_Mass"] == 0.5
 
 
 def test_units_table_marks_the_warm_up_short_units_and_what_the_machine_did(tmp_path):

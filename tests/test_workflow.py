@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.specs import spec_from_dict
 from dlbench.tables import load_records
@@ -159,7 +159,7 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
             assert [b["lr"] for b in blocks] == [run["spec"]["optimizer"]["lr"]] * len(blocks)
         else:
             assert run["parameters"] == PARAMETERS["densenet21"]
-            assert set(run["final"]["test_auc"]["per_finding"]) == set(FINDINGS)
+            assert set(run["final"]["test_auc"]["per_pathology"]) == set(PATHOLOGIES)
 
 
 @pytest.mark.slow

@@ -210,7 +210,7 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
         # The base rate times the number of devices, as the study did.
         self.optimizer = make_optimizer(self.model, self.spec.optimizer, self.placement,
                                         learning_rate=self.learning_rate)
-        self.loss_fn = F.sigmoid_cross_entropy  # the mean over the samples' 14 findings
+        self.loss_fn = F.sigmoid_cross_entropy  # the mean over the samples' 14 pathologies
         if self.spec.input == "real":
             self.train_set, self.iterator = training_iterator(self)
         else:  # in host memory (device input: the source of its one copy)

@@ -31,7 +31,7 @@ DENSENET121 = DenseNetModel(classes=14, blocks=(6, 12, 24, 16), growth=32, bottl
 
 def densenet(blocks):
     """DenseNet-121's architecture (growth 32, bottleneck 4, compression 0.5, 64 initial
-    features, 14 findings) with `blocks` dense layers in its four dense blocks."""
+    features, 14 pathologies) with `blocks` dense layers in its four dense blocks."""
     return dataclasses.replace(DENSENET121, blocks=tuple(blocks))
 
 
@@ -49,7 +49,7 @@ def densenet_name(model):
 
 @dataclass(frozen=True)
 class ChestXrayData:
-    labels: str          # the prepared label file (image, patient, split, 14 findings)
+    labels: str          # the prepared label file (image, patient, split, 14 pathologies)
     images: str          # the manifest of the preprocessed images (image, path)
     image_source: str    # "synthetic images" or "NIH images": said in every table and figure
     size: int            # the preprocessed images are size x size

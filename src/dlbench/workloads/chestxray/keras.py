@@ -62,7 +62,7 @@ def build_model(model, crop, weights=None):
             # the layer is called (traced), so setting them on the built layers is enough.
             layer.momentum, layer.epsilon = BN_MOMENTUM, BN_EPSILON
     name = densenet_name(model).lower().replace("-", "")
-    return keras.Model(backbone.input, layers.Dense(model.classes, name="findings")(backbone.output), name=name)
+    return keras.Model(backbone.input, layers.Dense(model.classes, name="pathologies")(backbone.output), name=name)
 
 
 def check_model_spec(model):
@@ -77,7 +77,7 @@ def keras_layer_name(module):
     """torchvision's DenseNet module name -> the keras.applications layer name (and our head)."""
     parts = module.split(".")
     if parts == ["classifier"]:
-        return "findings"
+        return "pathologies"
     stem = {"conv0": "conv1_conv", "norm0": "conv1_bn", "norm5": "bn"}
     if len(parts) == 2 and parts[1] in stem:
         return stem[parts[1]]

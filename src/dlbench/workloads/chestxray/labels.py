@@ -2,7 +2,7 @@
 
 Labels come from the NIH label file, `Data_Entry_2017_v2020.csv` (or the older
 `Data_Entry_2017.csv`), plain or gzipped: the copy the torchxrayvision wheel ships, or the
-user's NIH folder. A row is (image name, patient id, multi-hot uint8[14] over FINDINGS);
+user's NIH folder. A row is (image name, patient id, multi-hot uint8[14] over PATHOLOGIES);
 "No Finding" is all zeros. The standard library and numpy only (every environment imports it)."""
 import csv
 import gzip
@@ -19,11 +19,11 @@ import numpy as np
 from dlbench.errors import DataError
 
 
-# The 14 findings, in the order of the NIH paper and of every model's 14 outputs.
-FINDINGS = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
-            "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
+# The 14 pathologies, in the order of the NIH paper and of every model's 14 outputs.
+PATHOLOGIES = ("Atelectasis", "Cardiomegaly", "Effusion", "Infiltration", "Mass", "Nodule", "Pneumonia",
+               "Pneumothorax", "Consolidation", "Edema", "Emphysema", "Fibrosis", "Pleural_Thickening", "Hernia")
 NO_FINDING = "No Finding"
-_FINDING_INDEX = {name: i for i, name in enumerate(FINDINGS)}
+_PATHOLOGY_INDEX = {name: i for i, name in enumerate(PATHOLOGIES)}
 WHEEL_MEMBER = "torchxrayvision/data/Data_Entry_2017_v2020.csv.gz"
 # In a user's NIH folder, the first of these that exists is the label file.
 NIH_LABEL_FILES = ("Data_Entry_2017_v2020.csv", "Data_Entry_2017_v2020.csv.gz",
@@ -36,16 +36,16 @@ LABEL_COLUMNS = ("image", "patient", "split")
 LabelRow = namedtuple("LabelRow", "image patient labels")
 
 
-def parse_findings(text, name, line):
+def parse_pathologies(text, name, line):
     """'Cardiomegaly|Emphysema' -> multi-hot uint8[14]; 'No Finding' -> zeros."""
-    labels = np.zeros(len(FINDINGS), dtype=np.uint8)
-    for finding in text.split("|"):
-        finding = finding.strip()
-        if finding == NO_FINDING:
+    labels = np.zeros(len(PATHOLOGIES), dtype=np.uint8)
+    for pathology in text.split("|"):
+        pathology = pathology.strip()
+        if pathology == NO_FINDING:
             continue
-        index = _FINDING_INDEX.get(finding)
+        index = _PATHOLOGY_INDEX.get(pathology)
         if index is None:
-            raise DataError(f"{name}: line {line}: unknown finding {finding!r} (known: {', '.join(FINDINGS)}, "
+            raise DataError(f"{name}: line {line}: unknown pathology {pathology!r} (known: {', '.join(PATHOLOGIES)}, "
                             f"{NO_FINDING})")
         labels[index] = 1
     return labels
@@ -74,7 +74,7 @@ def read_label_csv(lines, name):
         if image in seen:
             raise DataError(f"{name}: line {line}: image {image} already listed on line {seen[image]}")
         seen[image] = line
-        rows.append(LabelRow(image, patient, parse_findings(row[i_findings], name, line)))
+        rows.append(LabelRow(image, patient, parse_pathologies(row[i_findings], name, line)))
     if not rows:
         raise DataError(f"{name}: no rows")
     return rows
@@ -172,12 +172,12 @@ def choose_subset(rows_by_split, counts, seed):
 
 
 def write_labels_csv(path, rows_by_split):
-    """The prepared label file: image, patient, split, then 0/1 per finding."""
+    """The prepared label file: image, patient, split, then 0/1 per pathology."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*LABEL_COLUMNS, *FINDINGS])
+        writer.writerow([*LABEL_COLUMNS, *PATHOLOGIES])
         for split in SPLITS:
             for row in rows_by_split.get(split, []):
                 writer.writerow([row.image, row.patient, split, *(int(v) for v in row.labels)])
@@ -191,7 +191,7 @@ def read_labels_csv(path):
         with open(path, newline="") as f:
             reader = csv.reader(f)
             header = next(reader, None)
-            expected = [*LABEL_COLUMNS, *FINDINGS]
+            expected = [*LABEL_COLUMNS, *PATHOLOGIES]
             if header != expected:
                 raise DataError(f"{path}: header {header}, expected {expected}")
             names = {split: [] for split in SPLITS}
@@ -204,12 +204,12 @@ def read_labels_csv(path):
                 except ValueError as err:
                     raise DataError(f"{path}: line {line}: {err}") from err
                 if set(values) - {0, 1}:
-                    raise DataError(f"{path}: line {line}: findings must be 0 or 1")
+                    raise DataError(f"{path}: line {line}: pathologies must be 0 or 1")
                 names[row[2]].append(row[0])
                 labels[row[2]].append(values)
     except OSError as err:
         raise DataError(f"{path}: cannot be read ({err})") from err
-    return {split: (names[split], np.asarray(labels[split], dtype=np.uint8).reshape(-1, len(FINDINGS)))
+    return {split: (names[split], np.asarray(labels[split], dtype=np.uint8).reshape(-1, len(PATHOLOGIES)))
             for split in SPLITS}
 
 

@@ -1,4 +1,4 @@
-"""Evaluation metrics in numpy: ROC AUC per finding and its macro average (ChestX-ray14)."""
+"""Evaluation metrics in numpy: ROC AUC per pathology and its macro average (ChestX-ray14)."""
 import numpy as np
 
 
@@ -37,7 +37,7 @@ def roc_auc(labels, scores):
     return float((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def auc_per_finding(labels, scores, names):
+def auc_per_pathology(labels, scores, names):
     """labels, scores: [N, K]; names: K names -> {name: AUC, or None where one class only}."""
     labels, scores = np.asarray(labels), np.asarray(scores)
     if labels.ndim != 2 or labels.shape != scores.shape or labels.shape[1] != len(names):
@@ -45,7 +45,7 @@ def auc_per_finding(labels, scores, names):
     return {name: roc_auc(labels[:, k], scores[:, k]) for k, name in enumerate(names)}
 
 
-def macro_auc(per_finding):
-    """Mean of the defined AUCs of auc_per_finding's result; None if none is defined."""
-    defined = [value for value in per_finding.values() if value is not None]
+def macro_auc(per_pathology):
+    """Mean of the defined AUCs of auc_per_pathology's result; None if none is defined."""
+    defined = [value for value in per_pathology.values() if value is not None]
     return float(np.mean(defined)) if defined else None

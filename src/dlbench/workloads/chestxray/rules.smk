@@ -99,7 +99,7 @@ rule plot_chestxray:
     output:
         **figure_outputs("chestxray", CHESTXRAY_FOLDER / "report"),
         minutes_table=report("results/tables/chestxray-train-minutes.csv", caption="report/train-minutes-table.rst", category="chestxray", subcategory="tables", labels={"table": "train + validation minutes"}),
-        auc_table=report("results/tables/chestxray-test-auc.csv", caption="report/test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per finding"}),
+        auc_table=report("results/tables/chestxray-test-auc.csv", caption="report/test-auc-table.rst", category="chestxray", subcategory="tables", labels={"table": "test AUC per pathology"}),
         verdict_table=report("results/tables/chestxray-loader-verdict.csv", caption="report/loader-verdict.rst", category="chestxray", subcategory="tables", labels={"table": "which loaders keep a trainer fed"}),
     input:
         **table_inputs("chestxray", "runs", "convergence", "units", "points", "ratios", "utilisation"),

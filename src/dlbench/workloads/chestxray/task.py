@@ -23,14 +23,14 @@ evaluation time compares; the framework decodes them (`eval_inputs`) and predict
 import numpy as np
 
 from dlbench.workloads.chestxray.images import augmentation
-from dlbench.workloads.chestxray.labels import FINDINGS, split_files
+from dlbench.workloads.chestxray.labels import PATHOLOGIES, split_files
 from dlbench.workloads.chestxray.synthetic import SYNTHETIC_POOL
-from dlbench.workloads.chestxray.metrics import auc_per_finding, macro_auc
+from dlbench.workloads.chestxray.metrics import auc_per_pathology, macro_auc
 from dlbench.contract import Workload
 
 
 def bce_with_logits(logits, labels):
-    """Mean binary cross-entropy over samples and findings, from logits (numerically stable)."""
+    """Mean binary cross-entropy over samples and pathologies, from logits (numerically stable)."""
     logits = logits.astype(np.float64)
     return float(np.mean(np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))))
 
@@ -40,7 +40,7 @@ def synthetic_set(n_samples, seed, crop):
     float32 labels [N, 14]."""
     rng = np.random.default_rng([seed, 1])
     images = rng.standard_normal((min(n_samples, SYNTHETIC_POOL), 3, crop, crop), dtype=np.float32)
-    labels = rng.integers(0, 2, (n_samples, len(FINDINGS))).astype(np.float32)
+    labels = rng.integers(0, 2, (n_samples, len(PATHOLOGIES))).astype(np.float32)
     return images, labels
 
 
@@ -70,14 +70,14 @@ class ChestXray(Workload):
         return augmentation(self.spec.seed, epoch, indices, data.size, data.crop)
 
     def scores(self, split):
-        """(mean BCE, {finding: AUC or None}) of a split."""
+        """(mean BCE, {pathology: AUC or None}) of a split."""
         paths, labels = self.eval_files[split]
         logits = np.concatenate([self.predict(inputs) for inputs in self.eval_inputs(paths)])
-        return bce_with_logits(logits, labels), auc_per_finding(labels.astype(np.uint8), logits, FINDINGS)
+        return bce_with_logits(logits, labels), auc_per_pathology(labels.astype(np.uint8), logits, PATHOLOGIES)
 
     def evaluate(self):
-        loss, per_finding = self.scores("valid")
-        auc = macro_auc(per_finding)
+        loss, per_pathology = self.scores("valid")
+        auc = macro_auc(per_pathology)
         return {"valid_loss": loss, **({"valid_auc": auc} if auc is not None else {})}
 
     def test_inputs(self):
@@ -85,5 +85,5 @@ class ChestXray(Workload):
         return np.concatenate(list(self.eval_inputs(self.eval_files["test"][0])))
 
     def final_evaluation(self):
-        loss, per_finding = self.scores("test")
-        return {"test_loss": loss, "test_auc": {"macro": macro_auc(per_finding), "per_finding": per_finding}}
+        loss, per_pathology = self.scores("test")
+        return {"test_loss": loss, "test_auc": {"macro": macro_auc(per_pathology), "per_pathology": per_pathology}}

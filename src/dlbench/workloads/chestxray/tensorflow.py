@@ -179,7 +179,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
         with self.strategy.scope():
             self.optimizer = make_adam(self.spec, self.learning_rate)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
-            self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and findings
+            self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and pathologies
         if self.spec.mode == "recompute":
             self.recomputing_model = RecomputingDenseNet(self.model)
         if self.spec.input == "real":

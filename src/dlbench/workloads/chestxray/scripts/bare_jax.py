@@ -29,7 +29,7 @@ import functools
 import numpy as np
 
 from dlbench import bare
-from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
@@ -45,7 +45,7 @@ def main():
     n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = rng.standard_normal((pool, crop, crop, 3), dtype=np.float32)
-    labels = rng.integers(0, 2, (n_train, len(FINDINGS))).astype(np.float32)
+    labels = rng.integers(0, 2, (n_train, len(PATHOLOGIES))).astype(np.float32)
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = np.concatenate([rng.permutation(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
     order = order.reshape(epochs * n_batches, spec.batch)

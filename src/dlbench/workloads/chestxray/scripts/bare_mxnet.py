@@ -22,7 +22,7 @@ its calibrated units and evaluations, the loss read.
 import numpy as np
 
 from dlbench import bare
-from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.workloads.chestxray.mxnet import build_model
 from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
@@ -35,7 +35,7 @@ def main():
     n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = mx.nd.random.normal(shape=(pool, 3, crop, crop))
-    labels = mx.nd.random.randint(0, 2, shape=(n_train, len(FINDINGS))).astype("float32")
+    labels = mx.nd.random.randint(0, 2, shape=(n_train, len(PATHOLOGIES))).astype("float32")
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = np.concatenate([np.random.permutation(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
     order = order.reshape(epochs * n_batches, spec.batch)

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from dlbench import bare
-from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.workloads.chestxray.pytorch import build_model
 from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
@@ -85,7 +85,7 @@ def main():
     n_train, pool = synthetic_sizes(spec)
     crop = spec.data.crop
     images = torch.randn(pool, 3, crop, crop)
-    labels = torch.randint(0, 2, (n_train, len(FINDINGS))).float()
+    labels = torch.randint(0, 2, (n_train, len(PATHOLOGIES))).float()
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = torch.cat([torch.randperm(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
     order = order.view(epochs * n_batches, spec.batch)

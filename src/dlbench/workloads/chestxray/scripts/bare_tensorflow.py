@@ -26,7 +26,7 @@ parallelism, its calibrated units and evaluations, the loss read.
 import numpy as np
 
 from dlbench import bare
-from dlbench.workloads.chestxray.labels import FINDINGS
+from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.workloads.chestxray.synthetic import synthetic_sizes
 
 
@@ -47,7 +47,7 @@ def main():
     order = order.reshape(epochs * n_batches, spec.batch)
     with tf.device("/cpu:0"):
         images = tf.random.normal((pool, crop, crop, 3))
-        labels = tf.cast(tf.random.uniform((n_train, len(FINDINGS)), maxval=2, dtype=tf.int32), tf.float32)
+        labels = tf.cast(tf.random.uniform((n_train, len(PATHOLOGIES)), maxval=2, dtype=tf.int32), tf.float32)
 
     if spec.input == "device":
         with tf.device(device):

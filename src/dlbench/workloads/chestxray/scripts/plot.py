@@ -71,9 +71,9 @@ def auc_table(training):
     """Test AUC of the runs that trained alike (convergence_runs: the repeats that trained the
     convergence steps, where any did)."""
     training = convergence_runs(training)
-    columns = [c for c in training.columns if c.startswith("test_auc_per_finding_")]
+    columns = [c for c in training.columns if c.startswith("test_auc_per_pathology_")]
     table = training[["framework", "input", "devices", "nodes", "strategy", "repeat", "test_auc_macro", *columns]]
-    return table.rename(columns={c: c.removeprefix("test_auc_per_finding_") for c in columns})
+    return table.rename(columns={c: c.removeprefix("test_auc_per_pathology_") for c in columns})
 
 
 def main():
@@ -128,9 +128,9 @@ def main():
                            palette=palette(auc["framework"].unique()), dodge=False, legend=False, height=3.5,
                            aspect=1.4)
         grid.refline(x=0.5, color="grey", linestyle=":")
-        grid.set(xlabel=f"test AUC (0 to 1, macro over the findings; dotted: 0.5, chance)\n{REPEATS_RANGE_NOTE}",
+        grid.set(xlabel=f"test AUC (0 to 1, macro over the pathologies; dotted: 0.5, chance)\n{REPEATS_RANGE_NOTE}",
                  ylabel="", xlim=(0, 1))
-        save(grid, args.outdir / "auc.png", f"{args.model}: does every framework's model learn the findings? {source}")
+        save(grid, args.outdir / "auc.png", f"{args.model}: does every framework's model learn the pathologies? {source}")
 
     interval_plot(preprocess, preprocess["library"] + " " + preprocess["format"], "mean", "ci_low", "ci_high",
                   args.outdir / "preprocess.png", f"Which image library preprocesses fastest? {source}",

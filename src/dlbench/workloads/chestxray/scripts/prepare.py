@@ -2,7 +2,7 @@
 
 labels: the real NIH label file (from the torchxrayvision wheel or the user's NIH folder) ->
         a patient-wise train/valid/test split -> a seeded subset -> labels.csv (image, patient,
-        split, the 14 findings as 0/1).
+        split, the 14 pathologies as 0/1).
 images: the images that labels.csv lists -> a manifest (image, path, source): the user's NIH
         PNGs, each checked to exist and decode, or synthetic 1024x1024 grayscale PNGs drawn
         for the real label rows.
@@ -38,7 +38,7 @@ def labels(args):
         kept = chosen[name]
         positives = sum(int(r.labels.sum() > 0) for r in kept)
         print(f"{name}: {len(kept)} of {len(split[name])} images, {len({r.patient for r in kept})} patients, "
-              f"{positives} with a finding")
+              f"{positives} with a pathology")
 
 
 def _check(item):
