@@ -123,7 +123,7 @@ echo "input_copy: $((SECONDS - start)) s"
 # Both float32 policies (numerics.gpu_float32) on the synthetic input first (the harness's own
 # question), then on the device input: what the deadline cuts is the last of these.
 for float32 in $FLOAT32; do echo "numerics: {gpu_float32: $float32}" > "/tmp/dlbench-gpu-check-$float32.yaml"; done
-for input in synthetic device; do
+for input in synthetic resident; do
   for float32 in $FLOAT32; do
     for framework in pytorch jax; do
       left=$((DEADLINE - SECONDS))

@@ -1,7 +1,7 @@
 """The harness's overhead: the harness and the framework's bare loop, alternately, on one point.
 
     python benchmarks/overhead.py --workload chestxray --framework pytorch [--rounds 3] [--epochs 4]
-        [--device auto|cpu|gpu] [--input synthetic|device] [--python PATH]
+        [--device auto|cpu|gpu] [--input synthetic|resident] [--python PATH]
         [--configfile config.yaml ...] [--out overhead.csv]
 
 Both run the same model, batch, threads, data and device in the same environment, one device,
@@ -11,7 +11,7 @@ units, no convergence segments), the bare loop as a tutorial would write it
 (src/dlbench/workloads/<workload>/scripts/bare_<framework>.py SPEC_FILE EPOCHS; the point is
 the workload's definition's overhead_row). Both read one spec: --device sets its device (default:
 the config's), --input its input kind where the point has one (ChestX-ray: synthetic, the
-default, host tensors copied to the device each step; device, tensors put on the device once).
+default, host tensors copied to the device each step; resident, tensors put on the device once).
 Both run with the framework's venv interpreter, or --python (a machine whose frameworks are
 installed in one interpreter, without the workflow's venvs), and PYTHONPATH=src. Each round
 runs both, in alternating order (ABBA), so that drift of the machine falls on both. Steady
@@ -41,7 +41,7 @@ from dlbench.workloads import WORKLOADS
 REPO = Path(__file__).resolve().parents[1]
 # The workloads with bare loops: their definitions say the point compared (overhead_row).
 BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]
-INPUTS = ("synthetic", "device")  # the input kinds the bare loops feed as the harness does
+INPUTS = ("synthetic", "resident")  # the input kinds the bare loops feed as the harness does
 CSV_COLUMNS = ("workload", "framework", "device", "input", "gpu_float32", "round", "harness_per_s", "bare_per_s",
                "ratio")
 

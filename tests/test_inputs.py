@@ -196,15 +196,15 @@ def counted_run(framework, input, guard, workdir, folder):
 @pytest.fixture(scope="module")
 def input_runs(smoke_data, tmp_path_factory):
     folder = tmp_path_factory.mktemp("inputs")
-    cases = [(framework, input, True) for framework in FRAMEWORKS for input in ("synthetic", "device")]
-    cases += [("jax", "synthetic", False), ("mxnet", "synthetic", True), ("mxnet", "device", True),
-              ("keras-tensorflow", "device", True)]
+    cases = [(framework, input, True) for framework in FRAMEWORKS for input in ("synthetic", "resident")]
+    cases += [("jax", "synthetic", False), ("mxnet", "synthetic", True), ("mxnet", "resident", True),
+              ("keras-tensorflow", "resident", True)]
     return side_by_side({case: lambda case=case: counted_run(*case, smoke_data, folder) for case in cases})
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_a_device_input_copies_nothing_from_the_host_in_a_timed_step(framework, input_runs):
-    results, calls, stderr = outcome_of(input_runs, (framework, "device", True))
+def test_a_resident_input_copies_nothing_from_the_host_in_a_timed_step(framework, input_runs):
+    results, calls, stderr = outcome_of(input_runs, (framework, "resident", True))
     assert results is not None and results.get("status") == "ok", stderr[-3000:]
     assert calls == {}, calls
     # the counters see a path that copies: the synthetic input's
@@ -215,19 +215,19 @@ def test_a_device_input_copies_nothing_from_the_host_in_a_timed_step(framework, 
         assert results["status"] == "ok" and calls, (calls, stderr[-3000:])
 
 
-def test_keras_tensorflow_has_no_device_input(input_runs):
-    results, _, stderr = outcome_of(input_runs, ("keras-tensorflow", "device", True))
+def test_keras_tensorflow_has_no_resident_input(input_runs):
+    results, _, stderr = outcome_of(input_runs, ("keras-tensorflow", "resident", True))
     assert results == {"status": "not_applicable", "reason": results["reason"]}, stderr[-3000:]
     assert "tf.data" in results["reason"]
 
 
 @pytest.mark.parametrize("framework", ["pytorch", "jax", "tensorflow", "mxnet", "chainer", "keras-torch"])
-def test_synthetic_and_device_inputs_train_to_the_same_losses(framework, input_runs):
+def test_synthetic_and_resident_inputs_train_to_the_same_losses(framework, input_runs):
     """The same tensors in the same order, gathered on the host or on the device: the same loss at
     every block (JAX's synthetic run without the guard, which stops it)."""
     losses = {}
-    for input in ("synthetic", "device"):
+    for input in ("synthetic", "resident"):
         results, _, stderr = outcome_of(input_runs, (framework, input, not (framework == "jax" and input == "synthetic")))
         assert results["status"] == "ok", stderr[-3000:]
         losses[input] = [block["loss"] for block in results["segments"] + results["units"]]
-    assert len(losses["device"]) >= 3 and losses["device"] == pytest.approx(losses["synthetic"], rel=1e-5)
+    assert len(losses["resident"]) >= 3 and losses["resident"] == pytest.approx(losses["synthetic"], rel=1e-5)

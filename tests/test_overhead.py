@@ -70,11 +70,11 @@ class Children:
         return subprocess.CompletedProcess(command, 0, "\n".join(lines) + "\n", "")
 
 
-def test_the_device_input_and_interpreter_reach_the_spec_both_children_read(tmp_path):
+def test_the_resident_input_and_interpreter_reach_the_spec_both_children_read(tmp_path):
     spec, python = overhead.plan(overhead.argparse.Namespace(
-        workload="chestxray", framework="jax", threads=2, device="gpu", input="device", python="/opt/python3",
+        workload="chestxray", framework="jax", threads=2, device="gpu", input="resident", python="/opt/python3",
         configfile=tiny_config(tmp_path)))
-    assert (spec.device, spec.input, spec.convergence.steps) == ("gpu", "device", 0)
+    assert (spec.device, spec.input, spec.convergence.steps) == ("gpu", "resident", 0)
     assert python == "/opt/python3"
     default, venv = overhead.plan(overhead.argparse.Namespace(
         workload="chestxray", framework="jax", threads=2, device=None, input=None, python=None,
@@ -86,14 +86,14 @@ def test_the_device_input_and_interpreter_reach_the_spec_both_children_read(tmp_
 def test_an_input_kind_is_refused_where_the_point_has_none(tmp_path):
     with pytest.raises(SystemExit, match="no input kind"):
         overhead.plan(overhead.argparse.Namespace(workload="mnist", framework="pytorch", threads=2, device=None,
-                                                  input="device", python=None, configfile=[REPO / "config.yaml"]))
+                                                  input="resident", python=None, configfile=[REPO / "config.yaml"]))
 
 
 def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypatch, capsys):
     children = Children(harness=97.0, bare=100.0, device="gpu")
     monkeypatch.setattr(overhead.subprocess, "run", children)
     out = tmp_path / "overhead.csv"
-    overhead.main(arguments(tmp_path, "--device", "gpu", "--input", "device", "--python", "/opt/python3",
+    overhead.main(arguments(tmp_path, "--device", "gpu", "--input", "resident", "--python", "/opt/python3",
                             "--rounds", "2", "--epochs", "3", "--out", str(out)))
     kinds = ["harness" if command[1:3] == ["-m", "dlbench.harness"] else "bare" for command, _ in children.calls]
     assert kinds == ["harness", "bare", "bare", "harness"]  # ABBA
@@ -106,10 +106,10 @@ def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypat
     harness_spec = spec_from_dict(json.loads(children.calls[0][0][children.calls[0][0].index("--spec") + 1]))
     bare_spec = spec_from_dict(json.loads(children.bare_specs[0]))
     assert harness_spec == bare_spec
-    assert (bare_spec.device, bare_spec.input) == ("gpu", "device")
+    assert (bare_spec.device, bare_spec.input) == ("gpu", "resident")
     rows = out.read_text().splitlines()
     assert rows[0] == "workload,framework,device,input,gpu_float32,round,harness_per_s,bare_per_s,ratio"
-    assert rows[1:] == [f"chestxray,jax,gpu,device,highest,{r},97.000,100.000,0.9700" for r in (1, 2)]
+    assert rows[1:] == [f"chestxray,jax,gpu,resident,highest,{r},97.000,100.000,0.9700" for r in (1, 2)]
     assert "harness / bare 0.970 (median of 2 rounds" in capsys.readouterr().out
 
 

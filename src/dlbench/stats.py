@@ -35,8 +35,8 @@ DIMENSIONS = [
     ("grad", ["sparse"], lambda fw: "dense", lambda num, base: "sparse / dense grad"),
     ("devices", None, lambda fw: 1, lambda num, base: f"{num} / 1 devices"),
     ("nodes", None, lambda fw: 1, lambda num, base: f"{num} / 1 nodes"),   # the same devices over N nodes, the same strategy
-    ("input", ["synthetic", "device"], lambda fw: "real", lambda num, base: f"{num} / real input"),
-    ("input", ["synthetic"], lambda fw: "device", lambda num, base: "synthetic / device input"),  # the copies' cost
+    ("input", ["synthetic", "resident"], lambda fw: "real", lambda num, base: f"{num} / real input"),
+    ("input", ["synthetic"], lambda fw: "resident", lambda num, base: "synthetic / resident input"),  # the copies' cost
     ("workers", None, lambda fw: 0, lambda num, base: f"{num} / 0 workers"),
     ("library", None, lambda fw: "pillow", lambda num, base: f"{num} / pillow"),   # image libraries (runs of no framework)
     ("runtime", None, lambda fw: "pytorch", lambda num, base: f"{num} / pytorch"),  # the exported models' runtimes

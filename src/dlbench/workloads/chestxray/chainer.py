@@ -8,7 +8,7 @@ step's epoch, its index), decoded with Pillow and cropped, flipped and normalise
 code (dlbench.workloads.chestxray.images, as PyTorch's loader), through a MultiprocessIterator
 with `workers` worker processes (SerialIterator with 0), iterated once over the run's order.
 Input "synthetic": the task's random tensors, gathered by index in this process and sent to
-the device each step. Input "device": the same tensors, labels and the run's order sent to the
+the device each step. Input "resident": the same tensors, labels and the run's order sent to the
 device once, outside the clock, each batch gathered there (its array module's indexing).
 Chainer has no GPU build here (README, "GPUs"): its device is the CPU, where nothing is copied
 either way, and no GPU idiom (a CuPy stream copying ahead) is written. Evaluation reads the
@@ -222,7 +222,7 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
             # This process's batches of the in-memory set, gathered by index (no iterator).
             return ((device.send(self.images[indices % len(self.images)]), device.send(self.labels[indices]))
                     for indices in order)
-        if self.spec.input == "device":
+        if self.spec.input == "resident":
             images, labels, pooled, indices = device.send((self.images, self.labels, order % len(self.images), order))
             return ((images[pooled[step]], labels[indices[step]]) for step in range(len(order)))
         self.train_set.set_order(order, epochs)  # before the iterator's worker pool starts (forked with it)

@@ -13,7 +13,7 @@ or in `workers` persistent worker processes); "synthetic": the task's random ten
 last) in host memory, gathered by index % pool in the consuming thread, no loader, and on a GPU
 placed one batch ahead (jax.device_put before the step before it is dispatched: both run
 asynchronously, so the copy overlaps that step; on a CPU there is nothing to overlap, as Keras'
-JAX trainer says); "device": the same tensors (replicated over the mesh) and every step's indices
+JAX trainer says); "resident": the same tensors (replicated over the mesh) and every step's indices
 (sharded as its batch) placed once, outside the clock, each batch gathered on the devices by a
 jitted take: no transfer from the host in a step. Evaluation
 decodes the validation and test images through a grain loader of its own with `workers` workers
@@ -195,7 +195,7 @@ class JaxChestXray(WorkloadMethods, ChestXray):
         adam = make_adam(self.spec, self.learning_rate)
         self.training = Training(self.placement, self.model, adam, sigmoid_cross_entropy)
         spec = self.spec
-        if spec.input in ("synthetic", "device"):  # the loader's copy in host memory, as MNIST keeps its data
+        if spec.input in ("synthetic", "resident"):  # the loader's copy in host memory, as MNIST keeps its data
             self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels
             del self.synthetic_images, self.synthetic_labels
         else:
@@ -219,7 +219,7 @@ class JaxChestXray(WorkloadMethods, ChestXray):
     def batches(self, order, epochs):
         if self.spec.input == "real":
             return feed_order(self.placement, self.loader, order, epochs)
-        if self.spec.input == "device":
+        if self.spec.input == "resident":
             return self._resident_batches(order)
         batches = self._synthetic_batches(order)
         return one_ahead(batches) if self.placement.device_kind == "gpu" else batches
@@ -230,7 +230,7 @@ class JaxChestXray(WorkloadMethods, ChestXray):
             yield place_batch(self.placement, (self.images[indices % len(self.images)], self.labels[indices]))
 
     def _resident_batches(self, order):
-        """Input "device": the pool and the labels replicated on the devices, each step's
+        """Input "resident": the pool and the labels replicated on the devices, each step's
         indices (by index % pool, by index) placed as its batch is, all here, outside the clock;
         a step's batch is gathered on the devices."""
         handles = self.placement.handles

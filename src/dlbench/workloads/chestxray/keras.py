@@ -15,7 +15,7 @@ nothing decoded, no workers (as in every framework), and copied as each engine's
 on a GPU, Keras' JAX trainer puts the next batch on the device one ahead
 (_one_batch_ahead_iterator), its torch trainer converts each batch in the step (torch.as_tensor
 onto the device: no overlap, Keras 3.15 offers none), keras-tensorflow's tf.data pipeline is read
-by the default strategy, which copies it in the step. Input "device" (keras-jax, keras-torch):
+by the default strategy, which copies it in the step. Input "resident" (keras-jax, keras-torch):
 the same tensors and every step's indices on the device once, outside the clock (set_run),
 each batch gathered there with keras.ops.take (`resident_batches`); not on keras-tensorflow,
 whose trainer reads fit's input through tf.data, in host memory.
@@ -150,8 +150,8 @@ class KerasChestXray(WorkloadMethods, ChestXray):
     @classmethod
     def check(cls, spec, device_kind):
         super().check(spec, device_kind)
-        if spec.input == "device" and spec.framework == "keras-tensorflow":
-            raise NotApplicable("input device: Keras' TensorFlow trainer reads fit's input through tf.data, whose "
+        if spec.input == "resident" and spec.framework == "keras-tensorflow":
+            raise NotApplicable("input resident: Keras' TensorFlow trainer reads fit's input through tf.data, whose "
                                 "datasets live in host memory: it has no input of tensors on the device")
 
     def build_model(self):
@@ -169,7 +169,7 @@ class KerasChestXray(WorkloadMethods, ChestXray):
             return
         images, labels = to_nhwc(self.synthetic_images), self.synthetic_labels
         del self.synthetic_images, self.synthetic_labels  # the PyDataset's copy only
-        if self.spec.input == "device":
+        if self.spec.input == "resident":
             self.train_data = resident_batches((images, labels), self.spec.global_batch)
             return
 

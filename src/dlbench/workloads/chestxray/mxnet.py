@@ -11,7 +11,7 @@ Input "synthetic": the task's random tensors as host NDArrays, each batch gather
 on a GPU with one context, each batch's gather and its copy (as_in_context) are pushed to
 MXNet's asynchronous engine one batch ahead, so that the copy runs while the step before
 computes (with several contexts split_and_load copies each its slice in the step). Input
-"device": the same tensors and the run's order put on the first context once, outside the
+"resident": the same tensors and the run's order put on the first context once, outside the
 clock, each batch gathered there with nd.take (with several contexts split_and_load sends the
 others their slices from there, device to device). Evaluation reads the
 real images (centre crop) in both modes through a DataLoader of its own, with its own worker
@@ -252,7 +252,7 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
             self.sampler.set_order(order, epochs)
             return self.train_loader
         # device input: everything on the first context, now; synthetic: the host arrays
-        ctx = self.contexts[0] if self.spec.input == "device" else mx.cpu()
+        ctx = self.contexts[0] if self.spec.input == "resident" else mx.cpu()
         images, labels = self.images.as_in_context(ctx), self.labels.as_in_context(ctx)
         indices = mx.nd.array(order, dtype="int64", ctx=ctx)
         pooled = mx.nd.array(order % self.images.shape[0], dtype="int64", ctx=ctx)

@@ -8,7 +8,7 @@ crop, flip and normalisation, in a DataLoader whose persistent workers start in
 build_training; on a GPU it pins its batches and each is copied to the device one batch ahead
 (backend.on_device). Input "synthetic": the task's random tensors in host memory, each batch
 gathered by index in this process, no loader; on a GPU into reused pinned buffers, copied one
-batch ahead on a side stream (backend.gathered). Input "device": the same tensors, labels and
+batch ahead on a side stream (backend.gathered). Input "resident": the same tensors, labels and
 the run's order put on the device once, outside the clock, each batch gathered there
 (backend.resident).
 """
@@ -243,7 +243,7 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate,
                                           betas=(opt.beta1, opt.beta2), eps=opt.eps)
         self.loss_fn = nn.BCEWithLogitsLoss()
-        if self.spec.input in ("synthetic", "device"):
+        if self.spec.input in ("synthetic", "resident"):
             self.images = torch.from_numpy(self.synthetic_images)
             self.labels = torch.from_numpy(self.synthetic_labels)
         else:
@@ -254,7 +254,7 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
             self.sampler.set_order(order, epochs)
             return backend.on_device(self.loader, self.placement)
         # the images by index % pool, the labels by index (no loader)
-        place = backend.resident if self.spec.input == "device" else backend.gathered
+        place = backend.resident if self.spec.input == "resident" else backend.gathered
         return place((self.images, self.labels), (order % len(self.images), order), self.placement)
 
     def train_step(self, batch):

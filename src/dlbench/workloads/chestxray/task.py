@@ -12,10 +12,10 @@ framework; the grey value replicated to 3 channels and ImageNet-normalised. Inpu
 "synthetic": random tensors made once in host memory (at most SYNTHETIC_POOL images, reused by
 index), the same in every framework, gathered in the same order with no loader and copied to
 the device each step (on a GPU each framework hides the copy in its own idiom: the next batch
-copied while the step runs). Input "device": the same tensors and labels, and the run's whole
+copied while the step runs). Input "resident": the same tensors and labels, and the run's whole
 order, put on the device once, outside the clock; each step gathers its batch there, and
 nothing is copied from the host inside a step: the compute-only bound. On a CPU the device is
-the host, and "device" should measure what "synthetic" does, within the noise.
+the host, and "resident" should measure what "synthetic" does, within the noise.
 
 Evaluation reads the real validation and test images (centre crop) in both input modes, so
 evaluation time compares; the framework decodes them (`eval_inputs`) and predicts logits.
@@ -53,7 +53,7 @@ class ChestXray(Workload):
         data = self.spec.data
         self.train_paths, self.train_labels = split_files(data.labels, data.images, "train")
         self.n_train = len(self.train_paths)
-        if self.spec.input in ("synthetic", "device"):
+        if self.spec.input in ("synthetic", "resident"):
             # at least one global batch of tensors, whatever the subset (the memory pass's large batches)
             self.n_train = max(self.n_train, self.spec.global_batch)
             self.synthetic_images, self.synthetic_labels = synthetic_set(self.n_train, self.spec.seed, data.crop)

@@ -14,7 +14,7 @@ shard of the process's batches (dlbench.frameworks.tensorflow.distribute), on a 
 to each replica's device one batch ahead (tf.data's prefetch_to_device), and one
 tf.function step per batch (strategy.run) is called from the protocol's loop, as Keras' fit
 with steps_per_execution=1 (the old script traced a whole epoch into one graph; the shared
-protocol owns the loop). Input "device": the same images and labels and each replica's shards of
+protocol owns the loop). Input "resident": the same images and labels and each replica's shards of
 the run's order copied to each replica's device once, outside the clock (tf.identity under
 tf.device), each step's batch gathered there by eager tf.gather (no tf.data: its datasets live in
 host memory). Evaluation makes a tf.data pipeline of its own each time: it runs
@@ -184,7 +184,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             self.recomputing_model = RecomputingDenseNet(self.model)
         if self.spec.input == "real":
             self.loader = TrainLoader(self)
-        else:  # the input pipeline's copy in host memory, as MNIST keeps its data (device: the source of its copies)
+        else:  # the input pipeline's copy in host memory, as MNIST keeps its data (resident: the source of its copies)
             self.images = host_tensor(np.ascontiguousarray(self.synthetic_images.transpose(0, 2, 3, 1)))
             self.labels = host_tensor(self.synthetic_labels)
             del self.synthetic_images, self.synthetic_labels
@@ -202,7 +202,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
     def batches(self, order, epochs):
         if self.spec.input == "real":
             return self.loader.batches(order, epochs)
-        if self.spec.input == "device":
+        if self.spec.input == "resident":
             return self.resident_batches(order)
         pool = self.images.shape[0]
 
@@ -215,7 +215,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
         return distribute(self.placement, order, make_dataset, to_device=True)
 
     def resident_batches(self, order):
-        """Input "device": on each of this process's replica devices, the images, the labels and
+        """Input "resident": on each of this process's replica devices, the images, the labels and
         its shard of every step's indices (by index % pool, by index), put there now; step i
         gathers replica r's batch on replica r's device. One replica: the tensors themselves, as
         `distribute` gives its dataset's; several: per-replica values for strategy.run."""

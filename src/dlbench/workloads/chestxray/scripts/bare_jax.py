@@ -66,7 +66,7 @@ def main():
         for index in on_device[2]:
             yield gather(on_device[0], on_device[1], index)
 
-    if spec.input == "device":
+    if spec.input == "resident":
         on_device = jax.block_until_ready(jax.device_put((images, labels, list(order)), device))
         batches = device_batches(on_device)
     else:

@@ -39,7 +39,7 @@ def main():
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = np.concatenate([np.random.permutation(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
     order = order.reshape(epochs * n_batches, spec.batch)
-    if spec.input == "device":
+    if spec.input == "resident":
         images, labels = images.as_in_context(ctx), labels.as_in_context(ctx)
         steps = [mx.nd.array(index, ctx=ctx, dtype="int64") for index in order]
         batches = ((mx.nd.take(images, index % pool), mx.nd.take(labels, index)) for index in steps)

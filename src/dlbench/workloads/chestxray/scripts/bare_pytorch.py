@@ -89,7 +89,7 @@ def main():
     n_batches = n_train // spec.batch  # the last partial batch is dropped, as in the harness
     order = torch.cat([torch.randperm(n_train)[:n_batches * spec.batch] for _ in range(epochs)])
     order = order.view(epochs * n_batches, spec.batch)
-    feed = device_batches if spec.input == "device" else host_batches
+    feed = device_batches if spec.input == "resident" else host_batches
     batches = feed(images, labels, order, device)
 
     model = build_model(spec.model).to(device)

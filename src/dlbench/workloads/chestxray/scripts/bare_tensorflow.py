@@ -49,7 +49,7 @@ def main():
         images = tf.random.normal((pool, crop, crop, 3))
         labels = tf.cast(tf.random.uniform((n_train, len(PATHOLOGIES)), maxval=2, dtype=tf.int32), tf.float32)
 
-    if spec.input == "device":
+    if spec.input == "resident":
         with tf.device(device):
             images, labels = tf.identity(images), tf.identity(labels)
             steps = tf.unstack(tf.identity(tf.constant(order)))
