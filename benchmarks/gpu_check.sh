@@ -130,7 +130,7 @@ for input in synthetic resident; do
       if [ "$left" -lt 40 ]; then echo "overhead $framework $input $float32 SKIPPED: ${left} s left"; continue; fi
       start=$SECONDS
       timeout "$left" "$PYTHON" benchmarks/overhead.py --workload chestxray --framework "$framework" --input "$input" \
-        --device gpu --python "$PYTHON" --rounds "$ROUNDS" --epochs "$EPOCHS" --threads "$THREADS" \
+        --device-kind gpu --python "$PYTHON" --rounds "$ROUNDS" --epochs "$EPOCHS" --threads "$THREADS" \
         --configfile config.yaml "$CONFIG" "/tmp/dlbench-gpu-check-$float32.yaml" --out "$OUT/overhead.csv" \
         || echo "overhead $framework $input $float32 FAILED"
       echo "overhead $framework $input $float32: $((SECONDS - start)) s"

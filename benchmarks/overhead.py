@@ -1,7 +1,7 @@
 """The harness's overhead: the harness and the framework's bare loop, alternately, on one point.
 
     python benchmarks/overhead.py --workload chestxray --framework pytorch [--rounds 3] [--epochs 4]
-        [--device auto|cpu|gpu] [--input synthetic|resident] [--python PATH]
+        [--device-kind auto|cpu|gpu] [--input synthetic|resident] [--python PATH]
         [--configfile config.yaml ...] [--out overhead.csv]
 
 Both run the same model, batch, threads, data and device in the same environment, one device,
@@ -9,7 +9,7 @@ with no other training job running: the harness as the workflow runs it (python 
 dlbench.harness: a child process, the shared protocol, its calibrated and warmed-up steady
 units, no convergence segments), the bare loop as a tutorial would write it
 (src/dlbench/workloads/<workload>/scripts/bare_<framework>.py SPEC_FILE EPOCHS; the point is
-the workload's definition's overhead_row). Both read one spec: --device sets its device (default:
+the workload's definition's overhead_row). Both read one spec: --device-kind sets the kind of its device (default:
 the config's), --input its input kind where the point has one (ChestX-ray: synthetic, the
 default, host tensors copied to the device each step; resident, tensors put on the device once).
 Both run with the framework's venv interpreter, or --python (a machine whose frameworks are
@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The workloads with bare loops: their definitions say the point compared (overhead_row).
 BARE = [w for w in WORKLOADS if hasattr(definition(w), "overhead_row")]
 INPUTS = ("synthetic", "resident")  # the input kinds the bare loops feed as the harness does
-CSV_COLUMNS = ("workload", "framework", "device", "input", "gpu_float32", "round", "harness_per_s", "bare_per_s",
+CSV_COLUMNS = ("workload", "framework", "device_kind", "input", "gpu_float32", "round", "harness_per_s", "bare_per_s",
                "ratio")
 
 
@@ -66,7 +66,7 @@ def run_harness(python, spec_file, workdir):
     record = json.loads(out.read_text())
     if record["status"] != "ok":
         raise SystemExit(f"the harness run failed: {record['error']}")
-    return record["summary"]["samples_per_s"], (record["device"] or {}).get("kind")
+    return record["summary"]["samples_per_s"], (record["devices_used"] or {}).get("kind")
 
 
 def run_bare(python, spec_file, workload, framework, epochs):
@@ -75,14 +75,14 @@ def run_bare(python, spec_file, workload, framework, epochs):
     stdout = run([python, str(script), str(spec_file), str(epochs)], "the bare loop")
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     steady = lines[1:]
-    return sum(e["samples"] for e in steady) / sum(e["wall_s"] for e in steady), lines[-1].get("device")
+    return sum(e["samples"] for e in steady) / sum(e["wall_s"] for e in steady), lines[-1].get("device_kind")
 
 
 def plan(args):
     """(the spec both read, the interpreter both run with) from the arguments."""
     config = load_config(*args.configfile)
-    if args.device:
-        config["device"] = args.device
+    if args.device_kind:
+        config["device_kind"] = args.device_kind
     row = {**definition(args.workload).overhead_row(config), "framework": args.framework, "repeat": 1}
     if args.input:
         if "input" not in row:
@@ -103,7 +103,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of the bare loop; the first is warm-up")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--device", choices=("auto", "cpu", "gpu"), help="the spec's device (default: the config's)")
+    parser.add_argument("--device-kind", choices=("auto", "cpu", "gpu"), help="the spec's device kind (default: the config's)")
     parser.add_argument("--input", choices=INPUTS, help="the point's input kind (ChestX-ray; default: synthetic)")
     parser.add_argument("--python", help="the interpreter of both (default: the framework's venv)")
     parser.add_argument("--configfile", nargs="+", default=[REPO / "config.yaml"])

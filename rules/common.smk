@@ -257,7 +257,7 @@ def run_attempt(wildcards):
 
 # What a timed run asks a scheduler for (profiles/slurm, profiles/kubernetes), from its point:
 # its nodes, one task per node (the node's training process, dlbench.nodes), every core of each
-# (THREADS), its devices per node as GPUs where the config says device: gpu, memory per node by
+# (THREADS), its devices per node as GPUs where the config says device_kind: gpu, memory per node by
 # workload, and its timeout plus a margin.
 
 def run_nodes(wildcards):
@@ -266,7 +266,7 @@ def run_nodes(wildcards):
 
 def run_gpus(wildcards):
     spec = spec_of(wildcards)
-    return spec.devices // spec.nodes if config["device"] == "gpu" and spec.framework else 0
+    return spec.devices // spec.nodes if config["device_kind"] == "gpu" and spec.framework else 0
 
 
 def run_memory_mb(wildcards):

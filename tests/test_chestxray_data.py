@@ -432,7 +432,7 @@ def check_units(record):
         assert unit["wall_s"] > 0 and set(unit["machine"]) == {"steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
                                                                "cpus"}
     assert record["framework"] is None and record["environment"]["framework_version"] is None
-    assert record["environment"]["library_version"] and record["device"]["kind"] == "cpu"
+    assert record["environment"]["library_version"] and record["devices_used"]["kind"] == "cpu"
 
 
 @pytest.mark.slow

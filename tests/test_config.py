@@ -29,7 +29,7 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         # a typo of 'epochs' is an unknown key
         ({"mnist": {"epoch": 2}},
          ("ValidationError: Additional properties are not allowed ('epoch' was unexpected)", "On instance['mnist']")),
-        ({"device": "tpu"}, ("ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']", "On instance['device']")),
+        ({"device_kind": "tpu"}, ("ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']", "On instance['device_kind']")),
         # checked against the one list of frameworks (src/dlbench/frameworks/__init__.py)
         ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),
         ({"mnist": {"strategies": {"pytorch": ["parameter-server"]}}},
@@ -80,7 +80,7 @@ def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, nam
 
 
 @pytest.mark.parametrize("overrides, named", [
-    ({"device": "tpu"}, "ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']"),  # the schema
+    ({"device_kind": "tpu"}, "ValidationError: 'tpu' is not one of ['auto', 'cpu', 'gpu']"),  # the schema
     ({"imdb": {"batch_sizes": [64]}}, "config imdb.batch_sizes: renamed to imdb.batches"),  # a renamed key
     ({"frameworks": ["pytorch", "caffe"]}, "config frameworks: unknown framework 'caffe'"),  # the workflow's own
     ({"chestxray": {"blocks": [2, 4, 8, 6], "weights": {"mxnet": "densenet121.params"}}},  # a workload's own

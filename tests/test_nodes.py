@@ -86,7 +86,7 @@ def test_two_nodes_train_as_two_devices_of_one_node(framework, strategy, smoke_r
     assert one["order_sha256"] == two["order_sha256"] is not None  # the same global batches, in the same order
     assert [n["rank"] for n in two["nodes"]] == [0, 1] and [n["rank"] for n in one["nodes"]] == [0]
     assert {n["hostname"] for n in two["nodes"]} == {socket.gethostname()}
-    assert two["device"]["count"] == one["device"]["count"] == 2
+    assert two["devices_used"]["count"] == one["devices_used"]["count"] == 2
     # the same start, data and global batches: the same losses (collectives may sum in another order)
     assert len(one["segments"]) == len(two["segments"]) > 0
     for a, b in zip(one["segments"] + one["units"], two["segments"] + two["units"]):

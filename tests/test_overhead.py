@@ -1,6 +1,6 @@
 """benchmarks/overhead.py and the ChestX-ray bare loops it compares the harness with.
 
-Quick: the arguments reach the spec both children read and their command lines (--device,
+Quick: the arguments reach the spec both children read and their command lines (--device-kind,
 --input, --python, PYTHONPATH=src), and the CSV row says the device and the input; the
 children are stubbed; the loops hold only their model, step and loop (dlbench.bare the rest). Slow:
 each bare loop trains a tiny DenseNet on the CPU for both input kinds and prints one JSON line per
@@ -62,30 +62,30 @@ class Children:
         if command[1:3] == ["-m", "dlbench.harness"]:
             out = Path(command[command.index("--out") + 1])
             out.write_text(json.dumps({"status": "ok", "summary": {"samples_per_s": self.harness},
-                                       "device": {"kind": self.device}}))
+                                       "devices_used": {"kind": self.device}}))
             return subprocess.CompletedProcess(command, 0, "", "")
         self.bare_specs.append(Path(command[2]).read_text())
-        lines = [json.dumps({"epoch": e, "wall_s": 10 / self.bare, "samples": 10, "device": self.device})
+        lines = [json.dumps({"epoch": e, "wall_s": 10 / self.bare, "samples": 10, "device_kind": self.device})
                  for e in (1, 2, 3)]
         return subprocess.CompletedProcess(command, 0, "\n".join(lines) + "\n", "")
 
 
 def test_the_resident_input_and_interpreter_reach_the_spec_both_children_read(tmp_path):
     spec, python = overhead.plan(overhead.argparse.Namespace(
-        workload="chestxray", framework="jax", threads=2, device="gpu", input="resident", python="/opt/python3",
+        workload="chestxray", framework="jax", threads=2, device_kind="gpu", input="resident", python="/opt/python3",
         configfile=tiny_config(tmp_path)))
-    assert (spec.device, spec.input, spec.convergence.steps) == ("gpu", "resident", 0)
+    assert (spec.device_kind, spec.input, spec.convergence.steps) == ("gpu", "resident", 0)
     assert python == "/opt/python3"
     default, venv = overhead.plan(overhead.argparse.Namespace(
-        workload="chestxray", framework="jax", threads=2, device=None, input=None, python=None,
+        workload="chestxray", framework="jax", threads=2, device_kind=None, input=None, python=None,
         configfile=tiny_config(tmp_path)))
-    assert (default.device, default.input) == ("auto", "synthetic")
+    assert (default.device_kind, default.input) == ("auto", "synthetic")
     assert Path(venv).parent.name.startswith("jax-")
 
 
 def test_an_input_kind_is_refused_where_the_point_has_none(tmp_path):
     with pytest.raises(SystemExit, match="no input kind"):
-        overhead.plan(overhead.argparse.Namespace(workload="mnist", framework="pytorch", threads=2, device=None,
+        overhead.plan(overhead.argparse.Namespace(workload="mnist", framework="pytorch", threads=2, device_kind=None,
                                                   input="resident", python=None, configfile=[REPO / "config.yaml"]))
 
 
@@ -93,7 +93,7 @@ def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypat
     children = Children(harness=97.0, bare=100.0, device="gpu")
     monkeypatch.setattr(overhead.subprocess, "run", children)
     out = tmp_path / "overhead.csv"
-    overhead.main(arguments(tmp_path, "--device", "gpu", "--input", "resident", "--python", "/opt/python3",
+    overhead.main(arguments(tmp_path, "--device-kind", "gpu", "--input", "resident", "--python", "/opt/python3",
                             "--rounds", "2", "--epochs", "3", "--out", str(out)))
     kinds = ["harness" if command[1:3] == ["-m", "dlbench.harness"] else "bare" for command, _ in children.calls]
     assert kinds == ["harness", "bare", "bare", "harness"]  # ABBA
@@ -106,9 +106,9 @@ def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypat
     harness_spec = spec_from_dict(json.loads(children.calls[0][0][children.calls[0][0].index("--spec") + 1]))
     bare_spec = spec_from_dict(json.loads(children.bare_specs[0]))
     assert harness_spec == bare_spec
-    assert (bare_spec.device, bare_spec.input) == ("gpu", "resident")
+    assert (bare_spec.device_kind, bare_spec.input) == ("gpu", "resident")
     rows = out.read_text().splitlines()
-    assert rows[0] == "workload,framework,device,input,gpu_float32,round,harness_per_s,bare_per_s,ratio"
+    assert rows[0] == "workload,framework,device_kind,input,gpu_float32,round,harness_per_s,bare_per_s,ratio"
     assert rows[1:] == [f"chestxray,jax,gpu,resident,highest,{r},97.000,100.000,0.9700" for r in (1, 2)]
     assert "harness / bare 0.970 (median of 2 rounds" in capsys.readouterr().out
 
@@ -134,7 +134,7 @@ def bare_runs(tmp_path_factory):
     for framework in BARE_FRAMEWORKS:
         for kind in overhead.INPUTS:
             spec, _ = overhead.plan(overhead.argparse.Namespace(
-                workload="chestxray", framework=framework, threads=1, device="cpu", input=kind, python=None,
+                workload="chestxray", framework=framework, threads=1, device_kind="cpu", input=kind, python=None,
                 configfile=tiny_config(tmp_path)))
             spec = dataclasses.replace(spec, data=dataclasses.replace(spec.data, labels=str(labels)))
             spec_file = tmp_path / f"{framework}-{kind}.json"
@@ -157,7 +157,7 @@ def test_the_bare_loop_trains_on_the_cpu_from_either_input(bare_runs, framework,
     assert [line["epoch"] for line in lines] == [1, 2]
     for line in lines:
         assert line["samples"] == 6 and line["wall_s"] > 0
-        assert (line["device"], line["input"]) == ("cpu", kind)
+        assert (line["device_kind"], line["input"]) == ("cpu", kind)
 
 
 # What dlbench.bare does for every loop, written in none: its command line and spec, the framework's

@@ -56,7 +56,7 @@ def test_a_cluster_profile_asks_for_what_each_point_needs(profile, tmp_path):
         assert (two["nodes"], two["tasks"], two["mpi"], two["slurm_extra"]) == ("2", "2", "srun", "--exclusive")
         assert one["mpi"] == ""  # one node: no launcher
     gpu = job_resources(snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
-                                  "presets/smoke.yaml", "--config", "device=gpu").stdout)
+                                  "presets/smoke.yaml", "--config", "device_kind=gpu").stdout)
     assert gpu[point.format(2, 1, "ddp")]["gpu"] == "2" and gpu[point.format(1, 1, "single")]["gpu"] == "1"
     assert gpu[point.format(2, 2, "ddp")]["gpu"] == "1"  # devices per node
 

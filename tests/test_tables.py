@@ -42,7 +42,7 @@ def result(*unit_times, segment_times=(3.0, 1.0, 2.0)):
               "epoch": 2, "wall_s": t, "samples": 600, "loss": 0.2,
               "machine": {**MACHINE, "other_cpu_s": 0.5 * i, "run_cpu_s": 2 * t}} for i, t in enumerate(unit_times)]
     return {
-        "status": "ok", "framework_version": "9.9", "device": {"kind": "cpu", "count": 1, "names": []},
+        "status": "ok", "framework_version": "9.9", "devices_used": {"kind": "cpu", "count": 1, "names": []},
         "threads": {"intra": 2}, "parameters": 402_442, "gpu_allocator_peak": {}, "train_samples": 1024,
         "initial_weights": {"source": "shared", "sha256": "ab" * 32},
         "segments": segments, "units": units, "plan": {"unit_steps": 10, "warmup_units": 1, "warmup_end": "cap"},

@@ -130,7 +130,7 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
         if workload != "chestxray-loader":  # a loader's 2-step smoke units last a few milliseconds
             assert sum(block["machine"]["run_cpu_s"] for block in blocks) > 0
         assert run["environment"]["packages"][DISTRIBUTIONS[framework]] in run["environment"]["framework_version"]
-        assert run["device"] == {**run["device"], "kind": "cpu", "count": run["spec"]["devices"]}
+        assert run["devices_used"] == {**run["devices_used"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_pss_bytes"] > 0
         assert run["utilisation"]["t_s"], "the harness samples utilisation"

@@ -40,7 +40,7 @@ def _pytorch(spec):
     torch.set_num_threads(spec.threads)
     gpu_float32(spec.gpu_float32)
     torch.manual_seed(spec.seed)
-    return torch.device("cuda" if spec.device != "cpu" and torch.cuda.is_available() else "cpu")
+    return torch.device("cuda" if spec.device_kind != "cpu" and torch.cuda.is_available() else "cpu")
 
 
 def _tensorflow(spec):
@@ -53,7 +53,7 @@ def _tensorflow(spec):
     tf.config.threading.set_intra_op_parallelism_threads(spec.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     gpus = tf.config.list_physical_devices("GPU")
-    gpu = spec.device != "cpu" and bool(gpus)
+    gpu = spec.device_kind != "cpu" and bool(gpus)
     tf.config.set_visible_devices(gpus[:1] if gpu else [], "GPU")
     gpu_float32(spec.gpu_float32)
     keras.utils.set_random_seed(spec.seed)
@@ -69,7 +69,7 @@ def _mxnet(spec):
     gpu_float32(spec.gpu_float32)
     import mxnet as mx
 
-    ctx = mx.gpu(0) if spec.device != "cpu" and mx.context.num_gpus() > 0 else mx.cpu(0)
+    ctx = mx.gpu(0) if spec.device_kind != "cpu" and mx.context.num_gpus() > 0 else mx.cpu(0)
     mx.random.seed(spec.seed)
     np.random.seed(spec.seed)
     return ctx
@@ -79,7 +79,7 @@ def _jax(spec):
     """JAX's default device. Read once, when JAX starts its backends: XLA's CPU thread pool, and
     the CPU alone if asked. The seed is the loop's own (nnx.Rngs, numpy's generator)."""
     os.environ["NPROC"] = str(spec.threads)
-    if spec.device == "cpu":
+    if spec.device_kind == "cpu":
         os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
 

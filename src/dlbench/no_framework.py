@@ -64,7 +64,7 @@ def gpu_allocator_peak(placement):
 
 
 def describe(placement):
-    return {"device": {"kind": placement.device_kind, "count": 1, "names": []},
+    return {"devices_used": {"kind": placement.device_kind, "count": 1, "names": []},
             "threads": {"processes": 1, "threads": placement.threads}}
 
 

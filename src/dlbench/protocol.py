@@ -239,7 +239,7 @@ def main():
     cache.mkdir(parents=True, exist_ok=True)
     backend.compile_cache(cache)  # before anything compiles (Inductor and TensorFlow's XLA read variables)
     try:
-        device_kind = resolve_device(spec.framework, spec.device, backend.visible_gpus(), len(gpus()), spec.devices)
+        device_kind = resolve_device(spec.framework, spec.device_kind, backend.visible_gpus(), len(gpus()), spec.devices)
         backend.check(spec, device_kind)
         workload_class(spec).check(spec, device_kind)
         backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))

@@ -171,7 +171,7 @@ def summarise(segments, units):
 
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
-                     "framework_version", "library_version", "framework_cpu", "device", "threads", "parameters", "numerics",
+                     "framework_version", "library_version", "framework_cpu", "devices_used", "threads", "parameters", "numerics",
                      "cudnn_autotune", "compile_cache", "startup", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256",
                      "private_api_overrides"}
 
@@ -222,7 +222,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "error": error,
         "spec": spec,
         "environment": env,
-        "device": result.get("device"),
+        "devices_used": result.get("devices_used"),
         "nodes": [{k: node.get(k) for k in ("rank", "hostname")} for node in result.get("nodes") or []],
         "threads": result.get("threads"),
         "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process

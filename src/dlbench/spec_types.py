@@ -64,7 +64,7 @@ class Run:
     run_id: str
     repeat: int
     seed: int
-    device: str          # auto, cpu or gpu
+    device_kind: str     # auto, cpu or gpu: the kind asked for
     devices: int         # devices of the run (N CPU workers on a CPU), over all its nodes
     nodes: int           # machines the run spans (dlbench.nodes): devices // nodes on each
     strategy: str        # "single" on one device, else the framework's data-parallel engine

@@ -91,7 +91,7 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(compile_cache=compile_cache(config, name, row, columns),
                 workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
-                seed=config["seed"], device=config["device"], threads=threads, measure=measure,
+                seed=config["seed"], device_kind=config["device_kind"], threads=threads, measure=measure,
                 convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
                 numerics=config["numerics"]["denormals"], gpu_float32=config["numerics"]["gpu_float32"], **fields)
 

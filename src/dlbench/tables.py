@@ -94,7 +94,7 @@ def run_row(record):
     # an epoch of the run's training set, timed at its steady seconds per step
     samples, global_batch = record.get("train_samples"), spec.get("batch", 0) * spec.get("devices", 1)
     epoch_steps = samples // global_batch if samples and global_batch else None
-    device = record["device"] or {}
+    device = record["devices_used"] or {}
     numerics = record["numerics"] or {}
     gpu_float32 = numerics.get("gpu_float32") or {}
     final_metric = summary.get("final_metric") or {}
@@ -241,7 +241,7 @@ def environment_rows(records):
             "library": record["spec"].get("library"),
             "library_version": env["library_version"],
             "python": env["python"],
-            "device": (record["device"] or {}).get("kind"),
+            "device_kind": (record["devices_used"] or {}).get("kind"),
             "cpu_model": env["cpu_model"],
             "cpu": cpu_line(env["cpu"]),
             "cpu_flags": " ".join(env["cpu"]["flags"]),
@@ -260,7 +260,7 @@ def environment_rows(records):
                 f"{used['package']} {used['found']}, written for {used['written_for']} ({used['module']})"
                 for used in env.get("private_api_overrides") or []),
         })
-    columns = ["framework", "framework_version", "library", "library_version", "python", "device", "cpu_model", "cpu", "cpu_flags", "cpu_count",
+    columns = ["framework", "framework_version", "library", "library_version", "python", "device_kind", "cpu_model", "cpu", "cpu_flags", "cpu_count",
                "huge_pages", "gpus", "os", "hostname", "git_commit", "packages", "interpreter", "interpreter_path",
                "private_api_override"]
     return pd.DataFrame(rows, columns=columns).drop_duplicates().sort_values(["framework", "library", "hostname"])

@@ -198,7 +198,7 @@ def describe(placement):
 
     gpu = placement.device_kind == "gpu"
     return {
-        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+        "devices_used": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
                    "names": [g["name"] for g in gpus()[:placement.processes]] if gpu else []},
         "threads": {"blas_threads": placement.threads, "processes": placement.processes},
         "framework_cpu": {"numpy": np.__version__, "blas": reported(blas),

@@ -257,7 +257,7 @@ def describe(placement):
     devices = placement.handles["devices"]
     gpu = placement.device_kind == "gpu"
     return {
-        "device": {"kind": placement.device_kind, "count": len(devices),
+        "devices_used": {"kind": placement.device_kind, "count": len(devices),
                    "names": [d.device_kind for d in devices] if gpu else []},
         "threads": {"NPROC": os.environ.get("NPROC"), "jax_num_cpu_devices": jax.config.jax_num_cpu_devices,
                     "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "processes": placement.processes,

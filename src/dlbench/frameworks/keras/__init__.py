@@ -98,7 +98,7 @@ def configure(spec):
     threads), Keras' torch device when the run is on the CPU; then the backend check; then, in a
     keras-jax run of several nodes, Keras joins the other nodes' processes (`join`)."""
     name = keras_backend_of(spec.framework)
-    if name == "torch" and spec.device == "cpu":
+    if name == "torch" and spec.device_kind == "cpu":
         os.environ["KERAS_TORCH_DEVICE"] = "cpu"  # read once, when Keras is imported
     module = engine(name)
     if name == "jax":

@@ -232,7 +232,7 @@ def describe(placement):
     gpu = placement.device_kind == "gpu"
     features = mx.runtime.Features()
     return {
-        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+        "devices_used": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
                    "names": [g["name"] for g in gpus()[:placement.local_devices]] if gpu else []},
         "threads": {**placement.handles["thread_variables"], "contexts": placement.local_devices,
                     "processes": placement.processes},

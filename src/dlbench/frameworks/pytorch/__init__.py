@@ -280,7 +280,7 @@ def gpu_allocator_peak(placement):
 def describe(placement):
     gpu = placement.device_kind == "gpu"
     return {
-        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+        "devices_used": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
                    "names": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if gpu else []},
         "threads": {"torch_num_threads": torch.get_num_threads(), "processes": placement.processes},
         "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if gpu else None,

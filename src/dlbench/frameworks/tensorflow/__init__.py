@@ -232,7 +232,7 @@ def describe(placement):
     build = tf.sysconfig.get_build_info()
     gpu = placement.device_kind == "gpu"
     return {
-        "device": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
+        "devices_used": {"kind": placement.device_kind, "count": placement.processes * placement.local_devices,
                    "names": placement.handles["names"]},
         "threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
                     "inter_op": tf.config.threading.get_inter_op_parallelism_threads(),

@@ -89,7 +89,7 @@ def main():
         optimizer.update(model, grads)
         return nnx.state((model, optimizer)), loss
 
-    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if device.platform == "cpu" else "gpu",
+    clock = bare.EpochClock(n_batches * spec.batch, device_kind="cpu" if device.platform == "cpu" else "gpu",
                             input=spec.input)
     for epoch in range(1, epochs + 1):
         clock.start()

@@ -55,7 +55,7 @@ def main():
     trainer = gluon.Trainer(net.collect_params(), "adam", {"learning_rate": opt.lr, "beta1": opt.beta1,
                                                            "beta2": opt.beta2, "epsilon": opt.eps})
     loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss()
-    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if ctx.device_type == "cpu" else "gpu",
+    clock = bare.EpochClock(n_batches * spec.batch, device_kind="cpu" if ctx.device_type == "cpu" else "gpu",
                             input=spec.input)
 
     for epoch in range(1, epochs + 1):

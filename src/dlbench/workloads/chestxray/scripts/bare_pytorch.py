@@ -96,7 +96,7 @@ def main():
     opt = spec.optimizer
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
     loss_fn = nn.BCEWithLogitsLoss()
-    clock = bare.EpochClock(n_batches * spec.batch, device="cpu" if device.type == "cpu" else "gpu", input=spec.input)
+    clock = bare.EpochClock(n_batches * spec.batch, device_kind="cpu" if device.type == "cpu" else "gpu", input=spec.input)
 
     model.train()
     for epoch in range(1, epochs + 1):

@@ -79,7 +79,7 @@ def main():
         optimizer.apply(tape.gradient(loss, model.trainable_variables), model.trainable_variables)
         return loss
 
-    clock = bare.EpochClock(n_batches * spec.batch, device="gpu" if gpu else "cpu", input=spec.input)
+    clock = bare.EpochClock(n_batches * spec.batch, device_kind="gpu" if gpu else "cpu", input=spec.input)
     for epoch in range(1, epochs + 1):
         clock.start()
         for _ in range(n_batches):
