@@ -14,10 +14,10 @@ from dlbench.specs import spec_to_json
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_ROWS = {
-    "mnist": {"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "nodes": 1, "strategy": "single",
+    "mnist": {"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "nodes": 1, "strategy": "none",
               "repeat": 1},
     "imdb": {"batch": 32, "workers": 0, "grad": "dense", "repeat": 1},
-    "chestxray": {"input": "real", "devices": 1, "nodes": 1, "strategy": "single", "repeat": 1},
+    "chestxray": {"input": "real", "devices": 1, "nodes": 1, "strategy": "none", "repeat": 1},
     "chestxray-loader": {"workers": 0, "repeat": 1},
     "chestxray-preprocess": {"library": "pillow-simd", "format": "jpeg", "repeat": 1},
     "chestxray-decode": {"library": "pillow-simd", "format": "jpeg", "workers": 0, "repeat": 1},

@@ -188,3 +188,16 @@ def test_a_point_with_a_contended_or_short_unit_side_is_not_resolved_and_each_si
     assert list(found.columns)[-4:] == ["verdict", "old_flags", "new_flags", "same_cpu"]
     assert "3 points: 0 faster, 0 slower, 1 same, 2 not resolved; 1 only in old" in proc.stdout
     assert "not resolved (contended): mnist pytorch model=small" in proc.stdout and "(new: contended)" in proc.stdout
+
+
+def test_a_baseline_from_before_the_renames_meets_the_same_points(tmp_path):
+    """Tables written before strategy "single" became "none" (and input "device" "resident")
+    still meet this release's points: the unchanged point is compared, not 'only in old'."""
+    old, new = results(unchanged_seed=7)
+    write_results(tmp_path / "old", old.assign(strategy="single"))
+    write_results(tmp_path / "new", new.assign(strategy="none"))
+    out = tmp_path / "out"
+    proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
+                       out / "compare.png", "--resamples", RESAMPLES)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 points: 1 faster, 1 slower, 1 same, 0 not resolved; 1 only in old" in proc.stdout

@@ -139,7 +139,7 @@ def test_defaults_fill_what_a_preset_leaves_out(tmp_path):
     for framework in ("pytorch", "tensorflow"):
         mine = [run for run in runs if run["framework"] == framework]
         assert {run["mode"] for run in mine} == set(default["mnist"]["modes"][framework]), framework
-        assert {run["strategy"] for run in mine} - {"single"} == set(default["mnist"]["strategies"][framework]), framework
+        assert {run["strategy"] for run in mine} - {"none"} == set(default["mnist"]["strategies"][framework]), framework
     # tensorflow's strategy spans config.yaml's device counts; pytorch, given none, runs on one device
     assert {int(run["devices"]) for run in runs if run["framework"] == "tensorflow"} == set(default["mnist"]["devices"])
     assert {int(run["devices"]) for run in runs if run["framework"] == "pytorch"} == {1}

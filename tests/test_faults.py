@@ -25,7 +25,7 @@ from test_mnist_data import idx_bytes
 
 SMOKE = ("--configfile", "presets/smoke.yaml", "tests/mnist-large.yaml")
 RUN = "results/runs/mnist/pytorch/model~{model}_duplicate~1_batch~64_devices~{devices}_nodes~1_strategy~{strategy}_mode~eager_repeat~1.json"
-SMALL = RUN.format(model="small", devices=1, strategy="single")
+SMALL = RUN.format(model="small", devices=1, strategy="none")
 LARGE_DDP = RUN.format(model="large", devices=2, strategy="ddp")
 
 
@@ -154,10 +154,10 @@ def test_kill_9_leaves_no_training_behind(mnist_workflow, victim):
 @pytest.mark.slow
 def test_two_invocations_train_one_after_the_other(mnist_workflow):
     first = start(mnist_workflow, SMALL, "--forcerun", "train")
-    second = start(mnist_workflow, RUN.format(model="large", devices=1, strategy="single"), "--forcerun", "train")
+    second = start(mnist_workflow, RUN.format(model="large", devices=1, strategy="none"), "--forcerun", "train")
     assert first.wait(600) == 0 and second.wait(600) == 0
     spans = []
-    for path in (SMALL, RUN.format(model="large", devices=1, strategy="single")):
+    for path in (SMALL, RUN.format(model="large", devices=1, strategy="none")):
         record = json.loads((mnist_workflow / path).read_text())
         assert record["status"] == "ok"
         start_s = datetime.fromisoformat(record["started_at"]).timestamp()
@@ -338,7 +338,7 @@ def long_training(workflow, tmp_path):
     config = tmp_path / "long.yaml"
     config.write_text(yaml.safe_dump({"measurement": {"steady_units": 100, "min_unit_seconds": 1.0,
                                                       "max_unit_steps": 1000}}))
-    large = RUN.format(model="large", devices=1, strategy="single")
+    large = RUN.format(model="large", devices=1, strategy="none")
     log = open(tmp_path / "snakemake.log", "w+")
     snake = start(workflow, large, "--forcerun", "train", configs=[str(config)], log=log)
     try:

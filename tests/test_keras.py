@@ -141,7 +141,7 @@ print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "re
 """
 
 
-def run_probe(framework, tmp_path, workers, devices=1, strategy="single", convergence=CONVERGENCE):
+def run_probe(framework, tmp_path, workers, devices=1, strategy="none", convergence=CONVERGENCE):
     spec = smoke_spec("mnist", framework, batch=BATCH // devices, devices=devices, strategy=strategy)
     spec = dataclasses.replace(spec, measure=MEASURE, convergence=convergence)
     (tmp_path / "spec.json").write_text(spec_to_json(spec))

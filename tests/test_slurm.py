@@ -46,10 +46,10 @@ def test_a_cluster_profile_asks_for_what_each_point_needs(profile, tmp_path):
                     "presets/smoke.yaml", str(alone))
     jobs = job_resources(dry.stdout)
     point = "results/runs/mnist/pytorch/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~eager_repeat~1.json"
-    one = jobs[point.format(1, 1, "single")]
+    one = jobs[point.format(1, 1, "none")]
     assert (one["nodes"], one["tasks"], one["cpus_per_task"], one["gpu"]) == ("1", "1", "2", "0")
     assert one["mem_mb"] == "8000" and one["runtime"] == str(10 + 15)  # smoke mnist: 10 minutes, + the margin
-    assert jobs["results/runs/chestxray/pytorch/input~real_devices~1_nodes~1_strategy~single_mode~eager_repeat~1.json"][
+    assert jobs["results/runs/chestxray/pytorch/input~real_devices~1_nodes~1_strategy~none_mode~eager_repeat~1.json"][
         "mem_mb"] == "32000"
     if profile == "slurm":
         two = jobs[point.format(2, 2, "ddp")]
@@ -57,7 +57,7 @@ def test_a_cluster_profile_asks_for_what_each_point_needs(profile, tmp_path):
         assert one["mpi"] == ""  # one node: no launcher
     gpu = job_resources(snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
                                   "presets/smoke.yaml", "--config", "device_kind=gpu").stdout)
-    assert gpu[point.format(2, 1, "ddp")]["gpu"] == "2" and gpu[point.format(1, 1, "single")]["gpu"] == "1"
+    assert gpu[point.format(2, 1, "ddp")]["gpu"] == "2" and gpu[point.format(1, 1, "none")]["gpu"] == "1"
     assert gpu[point.format(2, 2, "ddp")]["gpu"] == "1"  # devices per node
 
 
@@ -103,7 +103,7 @@ def test_srun_gives_each_node_process_its_place(cluster, monkeypatch):
 RECORD = "results/runs/mnist/{}/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~{}_repeat~1.json"
 TWO_NODES = [RECORD.format(name, 2, 2, strategy, framework.modes[0][0])
              for name, framework in FRAMEWORKS.items() for strategy in framework.multi_node]
-ONE_NODE = RECORD.format("pytorch", 1, 1, "single", "eager")
+ONE_NODE = RECORD.format("pytorch", 1, 1, "none", "eager")
 
 
 @pytest.fixture(scope="module")

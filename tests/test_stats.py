@@ -10,7 +10,7 @@ from dlbench.stats import (NO_DIFFERENCE, NO_PRIOR, interval, ONE_SAMPLE, compar
                            ratios, repeats_needed, variance_prior)
 
 RESAMPLES = 500
-MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "single"}
+MNIST = {"model": "small", "duplicate": 1, "batch": 256, "devices": 1, "strategy": "none"}
 MEASURES = ["status", "unit", "warmup", "wall_s", "samples", "steps", "samples_per_s", "steal_s", "other_cpu_s",
             "run_cpu_s", "cpus", "below_minimum", "contended"]
 
@@ -206,7 +206,7 @@ def test_nodes_ratios_compare_the_same_devices_and_strategy_over_more_nodes():
 def test_describe_reads_as_one_line():
     units = table(point_rows("pytorch", noisy(100, seed=1)), point_rows("tensorflow", noisy(142, seed=2)))
     line = describe(ratios(units, resamples=RESAMPLES).iloc[0])
-    assert line.startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=single: "
+    assert line.startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=none: "
                            "tensorflow / pytorch steady throughput 1.4")
     assert line.endswith("faster")
 
@@ -231,7 +231,7 @@ def test_describe_reads_rows_of_a_ratios_csv(tmp_path):
                   point_rows("pytorch", noisy(150, seed=3), devices=2, strategy="ddp"))
     ratios(units, resamples=RESAMPLES).to_csv(tmp_path / "ratios.csv", index=False)
     lines = [describe(row) for _, row in pd.read_csv(tmp_path / "ratios.csv").iterrows()]
-    assert lines[0].startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=single: tensorflow / "
+    assert lines[0].startswith("mnist model=small duplicate=1 batch=256 devices=1 strategy=none: tensorflow / "
                                "pytorch") and lines[0].endswith("(unstable)")
     assert lines[1].startswith("mnist model=small duplicate=1 batch=256 strategy=ddp: pytorch 2 / 1 devices (ddp) "
                                "steady throughput 1.") and lines[1].endswith("faster")

@@ -24,7 +24,7 @@ REPEATS = 2
 def test_one_device_runs_once_without_a_strategy():
     rows = mnist_grid({"mnist": MNIST}, ["pytorch"], REPEATS)
     single = [r for r in rows if r["devices"] == 1]
-    assert {r["strategy"] for r in single} == {"single"}
+    assert {r["strategy"] for r in single} == {"none"}
     # 2 models x 2 data sizes x 1 batch x 2 repeats
     assert len(single) == 8
 

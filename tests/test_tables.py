@@ -13,7 +13,7 @@ from dlbench.tables import (RecordError, environment_rows, load_records, run_row
 from specs import smoke_spec
 
 
-def point(devices=1, strategy="single", mode="eager"):
+def point(devices=1, strategy="none", mode="eager"):
     return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "nodes": 1, "strategy": strategy,
             "mode": mode}
 
@@ -124,7 +124,7 @@ def test_the_runs_table_splits_a_runs_time_into_its_phases(tmp_path):
     calibrated = record(spec(devices=2, strategy="ddp"), calibrated, 0, [], "now", 9.0)
     failed = record(spec(devices=2, strategy="dp"), result(4.0), -9, ["killed"], "now", 8.0)
     runs, _ = tables(load_records(write_records(tmp_path, ok, calibrated, failed)))
-    row = runs[runs["strategy"] == "single"].iloc[0]
+    row = runs[runs["strategy"] == "none"].iloc[0]
     assert row["convergence_s"] == pytest.approx(4.0) and row["convergence_steps"] == 20
     assert row["eval_s"] == pytest.approx(0.1 + 0.1 + 0.5)
     assert row["warmup_s"] == pytest.approx(4.0) and row["steady_s"] == pytest.approx(3.0)
@@ -159,7 +159,7 @@ def test_utilisation_samples_become_rows_with_the_sweep_point(tmp_path):
     rows = utilisation_rows([loaded])
     assert rows["cpu_percent"].tolist() == [50.0, 99.0]
     assert rows["gpu_percent_1"].tolist() == [20, 40]  # one column per GPU
-    assert set(rows["strategy"]) == {"single"} and set(rows["run_id"]) == {made["run_id"]}
+    assert set(rows["strategy"]) == {"none"} and set(rows["run_id"]) == {made["run_id"]}
     # the peaks come from the samples of the whole process tree, the same for every framework
     assert loaded["memory"]["peak_pss_bytes"] == 20 and loaded["memory"]["gpu_process_peak_bytes"] == 7
 

@@ -561,7 +561,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     frameworks = FRAMEWORKS[:3]  # three are enough to see the order turn
     extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2, runs_at_once: 1}}\n"
                      "mnist: {models: [small], batches: [32], devices: [1]}\n")
-    targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~single_"
+    targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~none_"
                f"mode~{KNOWN[framework].default_mode}_repeat~{r}.json"
                for framework in frameworks for r in (1, 2)]
     try:

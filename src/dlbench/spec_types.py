@@ -5,7 +5,7 @@ workload's definition.py; dlbench.specs reads and writes them.
 
 One name per meaning, in every workload: `model` is the model's hyperparameters, `data` the
 paths of the prepared files a run reads, `batch` the per-device batch, `devices`, `nodes` and
-`strategy` the data-parallel setup (1, 1 and "single" where a workload has no other), `mode`
+`strategy` the data-parallel setup (1, 1 and "none" where a workload has no other), `mode`
 the framework's execution mode (eager, compiled: see dlbench.frameworks).
 """
 from dataclasses import dataclass
@@ -67,7 +67,7 @@ class Run:
     device_kind: str     # auto, cpu or gpu: the kind asked for
     devices: int         # devices of the run (N CPU workers on a CPU), over all its nodes
     nodes: int           # machines the run spans (dlbench.nodes): devices // nodes on each
-    strategy: str        # "single" on one device, else the framework's data-parallel engine
+    strategy: str        # "none" on one device (no data-parallel engine), else the framework's data-parallel engine
     mode: str | None     # the framework's execution mode (dlbench.frameworks); None where a run set has none
     batch: int           # per device; the global batch is batch x devices
     threads: int         # CPU threads of the whole run

@@ -9,7 +9,7 @@ from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.spec_types import CompileCache, Convergence, Measure
 
-SINGLE_DEVICE = "single"
+SINGLE_DEVICE = "none"
 MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_tolerance", "max_warmup_units",
                 "steady_units", "max_other_cpus", "max_contended_reruns")
 

@@ -2,7 +2,7 @@
 What the Chainer workload modules share is beside it: the optimizer and the step (step.py),
 chainer.iterators over the run's order (loaders.py).
 
-Strategies: "single" (one process, one device) and "chainermn" (data parallel over N MPI
+Strategies: "none" (one process, one device) and "chainermn" (data parallel over N MPI
 processes, one device each: `launch` runs `mpiexec -n N` of `dlbench.frameworks.chainer.ranks`,
 each rank calls the protocol's target with its MPI rank; ChainerMN's multi-node optimizer
 averages the ranks' gradients with MPI allreduce, 'naive' communicator on CPUs, 'pure_nccl' on
@@ -29,7 +29,7 @@ from dlbench.frameworks.chainer import ranks  # imported so that the workflow co
 from dlbench.numerics import denormals, flushed
 from dlbench.record import gpus
 
-STRATEGIES = ("single", *FRAMEWORKS["chainer"].strategies)
+STRATEGIES = ("none", *FRAMEWORKS["chainer"].strategies)
 RANK_MODULE = ranks.__name__  # what each MPI process runs
 ARGS_FILE = "chainermn-args.json"  # beside the run's result file, in the harness's folder
 STDERR_TAIL = 3000  # characters of the ranks' error output a failed launch reports
@@ -79,8 +79,8 @@ def float32_product(a, b, placement):
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown Chainer strategy {spec.strategy!r}, expected one of {STRATEGIES}")
-    if spec.strategy == "single" and spec.devices != 1:
-        raise ValueError(f"strategy single runs on one device, not {spec.devices}")
+    if spec.strategy == "none" and spec.devices != 1:
+        raise ValueError(f"strategy none runs on one device, not {spec.devices}")
 
 
 def mpiexec():
@@ -93,7 +93,7 @@ def mpiexec():
 
 
 def launch(spec, target, args):
-    """target(rank, *args) here (single, or one device), or in each of N MPI processes
+    """target(rank, *args) here (none, or one device), or in each of N MPI processes
     (chainermn): `mpiexec -n N python -m dlbench.frameworks.chainer.ranks ARGS_FILE`. The
     target (a module-level function) and its JSON arguments go through a file beside the
     result file (args[1]); the ranks' output passes through to this process's."""

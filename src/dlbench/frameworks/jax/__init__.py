@@ -3,7 +3,7 @@ What the JAX workload modules share is beside it: the compiled step, batches on 
 predictions (step.py), the grain loader (loaders.py), the parity weight conversion
 (torch_weights.py), the uses of JAX's and grain's private API (internals.py).
 
-Strategies: "single" (one device) and "sharding" (N devices of one process a node: a
+Strategies: "none" (one device) and "sharding" (N devices of one process a node: a
 jax.sharding.Mesh with one axis, "batch"; each batch is placed with NamedSharding split along
 the batch axis, device i taking the i-th contiguous slice as dlbench.contract.shard does; the
 model and optimizer state are replicated; the compiled step is the same code, and XLA's
@@ -62,7 +62,7 @@ from dlbench.numerics import CUDNN_AUTOTUNE, denormals, flushed, xla_flags_with_
 from dlbench.contract import Placement
 from dlbench.errors import FrameworkError
 
-STRATEGIES = ("single", "sharding")
+STRATEGIES = ("none", "sharding")
 BATCH_AXIS = "batch"
 _CONFIGURED = {}  # what configure() set, for describe() and for setup() to check
 
@@ -162,7 +162,7 @@ def visible_gpus():
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown JAX strategy {spec.strategy!r}, expected one of {STRATEGIES}")
-    if (spec.strategy == "single") != (spec.devices == 1):
+    if (spec.strategy == "none") != (spec.devices == 1):
         raise ValueError(f"strategy {spec.strategy} does not run on {spec.devices} device(s): "
                          "single is one device, sharding more than one")
 

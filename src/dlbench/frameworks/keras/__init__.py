@@ -11,7 +11,7 @@ tf.distribute strategy), dlbench.frameworks.jax (the CPU device count and thread
 configure before JAX starts; the sync blocks on a value), dlbench.frameworks.pytorch (threads).
 Keras is imported only after `configure` (KERAS_TORCH_DEVICE is read at import).
 
-Strategies, all in one process on a node: "single"; keras-tensorflow "mirrored", tf.distribute's
+Strategies, all in one process on a node: "none"; keras-tensorflow "mirrored", tf.distribute's
 MirroredStrategy over this process's devices (made by the TensorFlow backend's setup: on a CPU
 one logical device per replica), the model built and compiled in its scope; keras-jax
 "data-parallel", keras.distribution.DataParallel over N JAX devices (N CPU devices on a CPU),
@@ -46,9 +46,9 @@ KERAS_BACKENDS = {name: name.removeprefix("keras-") for name, framework in FRAME
 ENGINE_MODULES = {KERAS_BACKENDS[name]: backend_module(framework.engine) for name, framework in FRAMEWORKS.items()
                   if framework.module == "keras"}
 # Keras backend -> strategy -> the engine module's name for the same placement
-STRATEGIES = {"tensorflow": {"single": "single", "mirrored": "mirrored"},
-              "jax": {"single": "single", "data-parallel": "sharding"},
-              "torch": {"single": "single"}}
+STRATEGIES = {"tensorflow": {"none": "none", "mirrored": "mirrored"},
+              "jax": {"none": "none", "data-parallel": "sharding"},
+              "torch": {"none": "none"}}
 # Tried on a CPU (two logical devices; Keras 3.15.1, TF 2.21.0): fit's step fails at its first call
 MIRRORED_JIT = ("mode jit under the mirrored strategy: Keras' fit compiles its whole step, strategy.run over every "
                 "replica, into one XLA function, and XLA runs it on one device, from which the other replicas' "
@@ -158,8 +158,8 @@ def check(spec, device_kind):
     if spec.strategy not in STRATEGIES[name]:
         raise ValueError(f"unknown {spec.framework} strategy {spec.strategy!r}, expected one of "
                          f"{tuple(STRATEGIES[name])}")
-    if (spec.strategy == "single") != (spec.devices == 1):
-        raise ValueError(f"the single strategy runs on one device, {spec.strategy} on more ({spec.devices} asked for)")
+    if (spec.strategy == "none") != (spec.devices == 1):
+        raise ValueError(f"strategy none runs on one device, {spec.strategy} on more ({spec.devices} asked for)")
     if spec.mode == "jit" and spec.strategy == "mirrored":
         raise NotApplicable(MIRRORED_JIT)
 

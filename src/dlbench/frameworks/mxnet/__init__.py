@@ -2,7 +2,7 @@
 What the MXNet workload modules share is beside it: the Trainer and the data-parallel step
 (step.py), Gluon's DataLoader (loaders.py), the uses of MXNet's private API (internals.py).
 
-Strategies: "single" (one context) and "kvstore" (data parallel over N contexts of ONE
+Strategies: "none" (one context) and "kvstore" (data parallel over N contexts of ONE
 process: each context runs forward and backward on its contiguous slice of the batch, and the
 Gluon Trainer sums the N gradients in a KVStore, 'device' on GPUs and 'local' on the CPU, and
 applies one update, the same on every context). On one node a run is one process (rank 0).
@@ -29,7 +29,7 @@ from dlbench.errors import FrameworkError
 from dlbench.processes import die_with_parent
 from dlbench.record import gpus
 
-STRATEGIES = ("single", *FRAMEWORKS["mxnet"].strategies)
+STRATEGIES = ("none", *FRAMEWORKS["mxnet"].strategies)
 # The kvstore key of mean_over_processes' sums: beyond every Trainer's parameter indices (its
 # keys), small enough for the dist kvstore's key-to-server hash (key * 9973 in an int).
 LOSS_KEY = 100_000
@@ -61,8 +61,8 @@ def visible_gpus():
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown MXNet strategy {spec.strategy!r}, expected one of {STRATEGIES}")
-    if spec.strategy == "single" and spec.devices != 1:
-        raise ValueError(f"strategy single runs on one device, not {spec.devices}")
+    if spec.strategy == "none" and spec.devices != 1:
+        raise ValueError(f"strategy none runs on one device, not {spec.devices}")
 
 
 def launch(spec, target, args):

@@ -1,6 +1,6 @@
 """PyTorch's backend: devices, processes and the device sync (the contract: dlbench.contract).
 
-Strategies: "single" (one device), "ddp" (DistributedDataParallel, one process per device,
+Strategies: "none" (one device), "ddp" (DistributedDataParallel, one process per device,
 gloo on CPUs, nccl on GPUs; across nodes through torchrun's env:// rendezvous, dlbench.nodes)
 and "dp" (DataParallel, one process driving every GPU).
 
@@ -74,7 +74,7 @@ def float32_product(a, b, placement):
 
 
 def launch(spec, target, args):
-    """target(local rank, *args) here (single, dp, a ddp run of one device per node), or in one
+    """target(local rank, *args) here (none, dp, a ddp run of one device per node), or in one
     spawned process per device of this node (ddp). A ddp run's processes meet at the rendezvous
     that torchrun's env:// uses (MASTER_ADDR, MASTER_PORT): node 0's, or a free port here."""
     if spec.strategy == "ddp" and spec.devices > 1:

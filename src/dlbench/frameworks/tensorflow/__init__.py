@@ -2,7 +2,7 @@
 dlbench.contract). What the TensorFlow workload modules share is beside it: the input pipelines
 (loaders.py), the step (step.py), the uses of TensorFlow's private API (internals.py).
 
-Strategies: "single" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
+Strategies: "none" (OneDeviceStrategy), "mirrored" (MirroredStrategy over this process's
 devices: its GPUs, or on a CPU one logical CPU device per replica) and "multiworker"
 (MultiWorkerMirroredStrategy, one worker process per device, started by `launch` with a
 TF_CONFIG cluster on 127.0.0.1). A multiworker run across nodes (dlbench.nodes) starts each
@@ -35,7 +35,7 @@ from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port
 from dlbench.numerics import denormals, flushed, xla_flags_with_autotune
 from dlbench.contract import Placement
 
-STRATEGIES = ("single", *FRAMEWORKS["tensorflow"].strategies)
+STRATEGIES = ("none", *FRAMEWORKS["tensorflow"].strategies)
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index on the node
 MEMORY_MEASURE = "tf.config.experimental.get_memory_info(GPU:0).peak"
 
@@ -80,8 +80,8 @@ def float32_product(a, b, placement):
 def check(spec, device_kind):
     if spec.strategy not in STRATEGIES:
         raise ValueError(f"unknown TensorFlow strategy {spec.strategy!r}, expected one of {STRATEGIES}")
-    if spec.strategy == "single" and spec.devices != 1:
-        raise ValueError("the single strategy runs on one device")
+    if spec.strategy == "none" and spec.devices != 1:
+        raise ValueError("strategy none runs on one device")
 
 
 # --- processes -----------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def setup(spec, device_kind, worker):
             cpu, = tf.config.list_physical_devices("CPU")
             tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * local)
         devices = [f"/cpu:{i}" for i in range(local)]
-    if spec.strategy == "single":
+    if spec.strategy == "none":
         strategy = tf.distribute.OneDeviceStrategy(devices[0])
     elif spec.strategy == "mirrored":
         strategy = tf.distribute.MirroredStrategy(devices)

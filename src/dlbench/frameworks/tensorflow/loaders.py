@@ -40,7 +40,7 @@ def distribute(placement, order, make_dataset, to_device=False):
     element (a per-replica batch) per row, read lazily (as far as the steps and the loader's
     prefetch go: the run stops before the end of its order).
 
-    One replica per process (single, multiworker): the process's dataset itself, which
+    One replica per process (none, multiworker): the process's dataset itself, which
     strategy.run takes as the replica's input. Several (mirrored): a distributed dataset,
     strategy.distribute_datasets_from_function with one input pipeline per replica
     (InputReplicationMode.PER_REPLICA), its elements left in host memory for strategy.run to
