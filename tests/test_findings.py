@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, venv_python
 
-FINDINGS = REPO / "src/dlbench/workloads/findings/scripts"
+FINDINGS = REPO / "src/dlbench/studies/findings/scripts"
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
 
 

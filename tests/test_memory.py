@@ -21,7 +21,7 @@ from dlbench.weights import initial_weights, weights_sha256
 from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_spec
 
-SEARCH = REPO / "src/dlbench/workloads/memory/scripts/largest_batch.py"
+SEARCH = REPO / "src/dlbench/studies/memory/scripts/largest_batch.py"
 MIB = 2 ** 20
 
 
@@ -88,7 +88,7 @@ def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
 
 
 def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_s(tmp_path):
-    from dlbench.workloads.memory.definition import searches
+    from dlbench.studies.memory.definition import searches
 
     config = load_config(REPO / "config.yaml")
     assert searches(config, config["frameworks"]) == []

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from dlbench.specs import spec_to_json
-from dlbench.workloads.onnx.definition import RUNTIMES, model_files, source_spec
-from dlbench.workloads.onnx.task import agreement
+from dlbench.studies.onnx.definition import RUNTIMES, model_files, source_spec
+from dlbench.studies.onnx.task import agreement
 from conftest import REPO, venv_python
 from specs import smoke_config, smoke_spec
 
-EXPORT = REPO / "src" / "dlbench" / "workloads" / "onnx" / "scripts" / "export.py"
+EXPORT = REPO / "src" / "dlbench" / "studies" / "onnx" / "scripts" / "export.py"
 SAMPLES = 16
 
 

@@ -14,7 +14,7 @@ from dlbench.provenance import code_files
 from dlbench.definitions import run_set
 from dlbench.spec_types import CompileCache, Convergence
 from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
-from dlbench.workloads.onnx.definition import source_spec
+from dlbench.studies.onnx.definition import source_spec
 from conftest import REPO
 from specs import DEFAULT_ROWS, smoke_config, smoke_spec
 
