@@ -75,7 +75,7 @@ def largest(summaries):
                                        "complete", "peak_rss_mib", "trials", "reason"])
 
 
-def saving(peak_table, largest_table, timed, searched="chestxray"):
+def saving(peak_table, largest_table, timed, searched):
     """Each memory-saving mode against its framework's default mode: peak RSS at each batch of the
     searched workload's memory runs (ChestX-ray's), the largest batch under the limit, the timed
     runs' throughput."""
