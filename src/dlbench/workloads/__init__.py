@@ -29,8 +29,9 @@ captions; nothing outside it names the workload):
                 whose largest batch under memory.largest_batch.limit_mb the memory pass searches
                 (ChestX-ray's DenseNet); at most one workload declares it
     EXPORTS     {model name: (row, classes)}: its PyTorch models that the onnx study can export,
-                each its grid row (besides framework, repeat and its overhead_row) and how its
-                outputs predict ("argmax": one class; "sign": a finding per logit)
+                each its grid row (besides framework, repeat and its overhead_row(config), the
+                point the export trains it at, which it then defines too) and how its outputs
+                predict ("argmax": one class; "sign": a finding per logit)
   It imports downward only (dlbench.sweep, dlbench.spec_types, dlbench.errors, dlbench.frameworks,
   dlbench.flops), never another workload's or study's definition, nor what loads the definitions
   (dlbench.declarations, dlbench.definitions, and dlbench.config, dlbench.specs, dlbench.weights

@@ -72,12 +72,12 @@ rule plot_memory:
         python=run_python,
         outdir=lambda wildcards, output: Path(output.peak_memory).parent,
         limit_mb=MEMORY["largest_batch"]["limit_mb"],
-        searched=MEMORY_SEARCHED or "",
+        searched=["--searched", MEMORY_SEARCHED] if MEMORY_SEARCHED else [],
     log:
         "results/logs/report/plot-memory.log",
     conda:
         stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --searches {input.searches:q}"
-        " --timed {input.timed:q} --searched {params.searched:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
+        " --timed {input.timed:q} {params.searched:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
         " --peaks {output.peaks:q} --largest {output.largest:q} --saving {output.saving:q} > {log:q} 2>&1"

@@ -116,7 +116,7 @@ def main():
     parser.add_argument("--runs", nargs="*", default=[], help="the memory run sets' runs tables")
     parser.add_argument("--searches", nargs="*", default=[], help="the largest-batch searches' summaries")
     parser.add_argument("--timed", nargs="*", default=[], help="the searched workload's points table (the timed runs)")
-    parser.add_argument("--searched", default="", help="the workload whose big model the search grew (ChestX-ray)")
+    parser.add_argument("--searched", help="the workload whose big model the search grows (ChestX-ray), if any")
     parser.add_argument("--limit-mb", type=int, required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--peaks", required=True, type=Path)
