@@ -16,10 +16,10 @@ its units are memory.steps steps each (one calibration, one warm-up, one steady 
 run's first step alone (dlbench.clock.Plan), their time is not a measurement (RunSet.timed)."""
 import dataclasses
 
+from dlbench.declarations import declared, workload_definition
 from dlbench.errors import ConfigError
 from dlbench.spec_types import Convergence, Measure
 from dlbench.sweep import RunSet, run_id
-from dlbench.declarations import declared, workload_definition
 
 # the training workloads it can measure (those that declare their batches), and the training run set
 # of each (its first)

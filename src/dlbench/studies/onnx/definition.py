@@ -16,10 +16,10 @@ or its predicted classes agree on fewer than `min_agreement` of them.
 import itertools
 from dataclasses import dataclass
 
+from dlbench.declarations import declared, workload_definition
 from dlbench.errors import ConfigError
 from dlbench.spec_types import Run
 from dlbench.sweep import RunSet, run_fields
-from dlbench.declarations import declared, workload_definition
 
 DATA = "results/data/onnx"
 
