@@ -34,10 +34,12 @@ include: "rules/common.smk"
 include: "rules/envs.smk"
 
 
-# Every workload's own rules (its data and figures), before the rules that read what they add
-# (the raw files to fetch, the record sets).
+# Every workload's own rules (its data and figures), then every study's, before the rules that read
+# what they add (the raw files to fetch, the record sets).
 for workload in KNOWN_WORKLOADS:
     include: f"src/dlbench/workloads/{workload}/rules.smk"
+for study in KNOWN_STUDIES:
+    include: f"src/dlbench/studies/{study}/rules.smk"
 
 
 include: "rules/data.smk"

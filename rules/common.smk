@@ -25,7 +25,7 @@ SCRIPTS = workflow_path(workflow.basedir) / "scripts"
 ENVS = Path(workflow.basedir) / "envs"  # conda: files (workflow_path)
 
 from dlbench.config import check_config
-from dlbench.definitions import definition, run_sets, workload_module
+from dlbench.definitions import definition, definition_module, run_sets, workload_module
 from dlbench.envs import env_file, interpreter_error, venv_damage, venv_interpreter
 from dlbench.errors import ConfigError
 from dlbench.frameworks import PRIVATE_API_OVERRIDE, backend_modules
@@ -34,6 +34,7 @@ from dlbench.record import read_record
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_to_json
 from dlbench.sweep import run_id
+from dlbench.studies import STUDIES as KNOWN_STUDIES
 from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS
 
 try:
@@ -43,6 +44,7 @@ except ConfigError as err:
 
 FRAMEWORKS = config["frameworks"]
 WORKLOADS = config["workloads"]
+STUDIES = config["studies"]
 USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
 VENV_PREFIX = Path(
     config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs"
@@ -120,7 +122,7 @@ def run_code(spec):
     (its spec, its initial weights), with everything they import."""
     return [local(f) for f in code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(spec.framework),
                                     workload_module(spec.workload, spec.framework),
-                                    f"dlbench.workloads.{RUN_SETS[spec.workload][0]}.definition"])]
+                                    definition_module(RUN_SETS[spec.workload][0])])]
 
 
 # ---- raw data ----------------------------------------------------------------------
@@ -179,10 +181,10 @@ MAX_REPEATS = max(MEASUREMENT["max_repeats"], MIN_REPEATS)
 # Off (max_repeats at most repeats, or no budget): no checkpoint, `repeats` is the count
 ROUNDS = MAX_REPEATS > MIN_REPEATS and MEASUREMENT["budget_minutes"] > 0
 
-# The run sets of the configured workloads: {name: (workload, RunSet)}; their specs {name: {record path: spec}},
-# every repeat a round may ask for (a record's folder is its framework, or its library for a run of no
-# framework: RunSet.subject).
-RUN_SETS = run_sets(WORKLOADS)
+# The run sets of the configured workloads and studies: {name: (workload or study, RunSet)}; their specs
+# {name: {record path: spec}}, every repeat a round may ask for (a record's folder is its framework, or its
+# library for a run of no framework: RunSet.subject).
+RUN_SETS = run_sets([*WORKLOADS, *STUDIES])
 RUN_ROWS = {name: run_set.rows(config, FRAMEWORKS, MAX_REPEATS if run_set.timed else MIN_REPEATS)
             for name, (workload, run_set) in RUN_SETS.items()}
 # A plan of this many runs is a setting gone wrong (the default plans 310, presets/paper.yaml 12,804,
@@ -298,7 +300,7 @@ def run_priority(wildcards):
 
 TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
 def record_sets():
-    """The run sets of the configured workloads: each has its records and tables."""
+    """The run sets of the configured workloads and studies: each has its records and tables."""
     return list(RUN_SPECS)
 
 
@@ -357,7 +359,7 @@ def all_targets():
 
 def report_targets():
     targets = [f"results/tables/{name}-{table}.csv" for name in record_sets() for table in TABLES]
-    for w in WORKLOADS:
+    for w in [*WORKLOADS, *STUDIES]:
         targets += [f"results/figures/{w}/{name}.png" for name in definition(w).FIGURES]
         targets += [f"results/tables/{w}-{name}.csv" for name in definition(w).TABLES]
     return targets + ["results/tables/headline-ratios.csv"]

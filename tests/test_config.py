@@ -65,6 +65,16 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"chestxray": {"benchmark_images": {"loader": 8}}},
          "config chestxray.benchmark_images: renamed to chestxray.preprocess.images, chestxray.decode.images and "
          "chestxray.loader.images"),
+        # the studies: checked against their registry (src/dlbench/studies/__init__.py), a renamed one named
+        ({"studies": ["onnx", "paper"]}, "config studies: unknown study 'paper' (known: onnx, matmul, memory, findings)"),
+        ({"studies": ["survey"]}, "config studies: study 'survey' renamed to 'findings'"),
+        ({"workloads": ["mnist", "survey"]}, "config workloads: study 'survey' renamed to 'findings'"),
+        ({"workloads": ["mnist", "cifar"]}, "config workloads: unknown workload 'cifar' (known: mnist, imdb, chestxray;"),
+        # what a study reads of the workloads is what they declare
+        ({"memory": {"batches": {"cifar": [8]}}},
+         "config memory.batches.cifar: cifar declares no MEMORY_BATCHES: the memory pass measures mnist, imdb, chestxray"),
+        ({"onnx": {"models": ["resnet"]}}, "config onnx.models: unknown model 'resnet' (the workloads' EXPORTS: "
+                                            "mnist-small, imdb-lstm, densenet)"),
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):
@@ -122,7 +132,7 @@ def test_defaults_fill_what_a_preset_leaves_out(tmp_path):
     measurement.repeats from config.yaml)."""
     fresh = copy_workflow(tmp_path / "fresh")  # nothing done yet: every run is planned
     preset = tmp_path / "preset.yaml"
-    preset.write_text(yaml.safe_dump({"workloads": ["mnist"], "frameworks": ["pytorch", "tensorflow"],
+    preset.write_text(yaml.safe_dump({"workloads": ["mnist"], "studies": [], "frameworks": ["pytorch", "tensorflow"],
                                       "mnist": {"batches": [32]}}))
     out = snakemake("-n", "--configfile", str(preset), cwd=fresh).stdout
     runs = [dict(field.split("~") for field in match[2].split("_"))
@@ -186,3 +196,41 @@ def test_a_framework_given_no_strategy_runs_on_one_device_only(tmp_path):
     rows = run_set("mnist").rows(config, ["mxnet", "tensorflow"], 1)
     assert {r["devices"] for r in rows if r["framework"] == "mxnet"} == {1}
     assert {r["strategy"] for r in rows if r["framework"] == "tensorflow" and r["devices"] == 2} == {"mirrored"}
+
+
+OLD_STYLE = "warning: config workloads: onnx, matmul are studies, taken as studies: [onnx, matmul]"
+
+
+def test_studies_listed_under_workloads_are_taken_as_studies_with_a_warning(tmp_path, capsys):
+    """A config from before the studies had their own key (workloads: [..., onnx, findings]) works
+    for one release: the studies it lists under workloads are its studies (those it leaves out do
+    not run, as before), and one warning names the key studies."""
+    old = tmp_path / "old.yaml"
+    old.write_text("workloads: [mnist, onnx, matmul]\n")
+    config = load_config(REPO / "config.yaml", old)
+    assert config["workloads"] == ["mnist"] and config["studies"] == ["onnx", "matmul"]
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and OLD_STYLE in err and "list them under the key studies" in err
+    # the new key: the same config, no warning
+    new = tmp_path / "new.yaml"
+    new.write_text("workloads: [mnist]\nstudies: [onnx, matmul]\n")
+    assert {k: v for k, v in load_config(REPO / "config.yaml", new).items()} == config
+    assert "warning" not in capsys.readouterr().err
+    # left out: every study; a workloads list with no study leaves them as they are
+    assert load_config(REPO / "config.yaml")["studies"] == ["onnx", "matmul", "memory", "findings"]
+    only = tmp_path / "only.yaml"
+    only.write_text("workloads: [mnist]\n")
+    assert load_config(REPO / "config.yaml", only)["studies"] == ["onnx", "matmul", "memory", "findings"]
+
+
+def test_an_old_style_config_plans_what_the_new_key_plans_saying_so_once(tmp_path):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text("workloads: [mnist, onnx, matmul]\nframeworks: [pytorch, jax]\n")
+    new.write_text("workloads: [mnist]\nstudies: [onnx, matmul]\nframeworks: [pytorch, jax]\n")
+    planned = {}
+    for name, path in (("old", old), ("new", new)):
+        proc = snakemake("-n", "--forceall", "--configfile", str(path))
+        planned[name] = sorted(re.findall(r"output: (results/\S+)", proc.stdout))
+        warned = (proc.stdout + proc.stderr).count("warning: config workloads:")
+        assert warned == (1 if name == "old" else 0), name
+    assert planned["old"] == planned["new"] and any("results/runs/onnx/" in p for p in planned["old"])

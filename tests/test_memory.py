@@ -1,4 +1,4 @@
-"""The memory pass (the workload memory): its runs are their workload's training runs at other
+"""The memory pass (the study memory): its runs are their workload's training runs at other
 batches, its search finds the largest batch under a limit, the harness enforces the limit, and a
 run of it writes valid records, tables and figures."""
 import importlib.util
@@ -21,7 +21,7 @@ from dlbench.weights import initial_weights, weights_sha256
 from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_spec
 
-SEARCH = REPO / "src/dlbench/workloads/memory/scripts/largest_batch.py"
+SEARCH = REPO / "src/dlbench/studies/memory/scripts/largest_batch.py"
 MIB = 2 ** 20
 
 
@@ -82,13 +82,13 @@ def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
 
 def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
     extra = tmp_path / "memory.yaml"
-    extra.write_text("workloads: [mnist, memory]\nmemory: {workloads: [mnist, imdb]}\n")
+    extra.write_text("workloads: [mnist]\nstudies: [memory]\nmemory: {workloads: [mnist, imdb]}\n")
     with pytest.raises(ConfigError, match="memory.workloads: imdb is not in workloads"):
         load_config(REPO / "config.yaml", extra)
 
 
 def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_s(tmp_path):
-    from dlbench.workloads.memory.definition import searches
+    from dlbench.studies.memory.definition import searches
 
     config = load_config(REPO / "config.yaml")
     assert searches(config, config["frameworks"]) == []
@@ -118,7 +118,8 @@ def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, t
 # A small DenseNet; PyTorch and TensorFlow with their memory-saving modes, MXNet beside TensorFlow: the pass end to end.
 PASS_CONFIG = {
     "frameworks": ["pytorch", "tensorflow", "mxnet"],
-    "workloads": ["mnist", "chestxray", "memory", "findings"],
+    "workloads": ["mnist", "chestxray"],
+    "studies": ["memory", "findings"],
     # TensorFlow compiled and eager, on 1 and 2 devices: every claim of the survey has its figures
     "mnist": {"devices": [1, 2], "nodes": [1], "strategies": {"pytorch": [], "tensorflow": ["mirrored"], "mxnet": []},
               "modes": {"pytorch": ["eager"], "tensorflow": ["graph", "eager"], "mxnet": ["hybrid"]}},

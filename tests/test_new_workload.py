@@ -1,11 +1,14 @@
 """The proof that a workload is one folder, one registry line and one schema section: a toy
 workload (tests/toy_workload: logistic regression in PyTorch and JAX) is added to a copy of
-the workflow by writing only those, and the workflow plans and runs it."""
+the workflow by writing only those, and the workflow plans and runs it, and the studies it
+declares something for (its DATA_RULES, its MEMORY_BATCHES) take it in without an edit: the
+memory pass measures it, "where the time went" counts its runs and its data preparation."""
 import filecmp
 import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from dlbench.tables import load_records
@@ -15,7 +18,9 @@ from test_workflow import job_counts, planned_runs
 TOY = Path(__file__).resolve().parent / "toy_workload"
 REGISTRY = Path("src/dlbench/workloads/__init__.py")
 SCHEMA = Path("schemas/config.schema.yaml")
-RUN = ("--configfile", "presets/smoke.yaml", "--config", "workloads=[toy]", "frameworks=[pytorch,jax]")
+# the toy and the studies it is in: the memory pass and the findings (where the time went)
+RUN = ("--configfile", "presets/smoke.yaml", "--config", "workloads=[toy]", "studies=[memory,findings]",
+       "frameworks=[pytorch,jax]")
 
 
 def add_toy_workload(workflow):
@@ -52,10 +57,16 @@ def test_adding_a_workload_touches_its_folder_one_registry_line_and_one_schema_s
 def test_the_dry_run_plans_its_runs_tables_and_figures(toy_workflow):
     out = snakemake("-n", *RUN, cwd=toy_workflow).stdout
     counts = job_counts(out)
-    assert counts["train"] == 2 and counts["prepare_toy"] == 1  # 2 frameworks x 1 batch x 1 repeat (smoke)
-    assert counts["aggregate"] == 1 and counts["plot_toy"] == 1 and counts["headline"] == 1
-    assert planned_runs(out) == [f"results/runs/toy/{fw}/batch~32_repeat~1.json" for fw in ("jax", "pytorch")]
+    # 2 frameworks x 1 batch x 1 repeat (smoke), and as many memory runs at its MEMORY_BATCHES (16)
+    assert counts["train"] == 4 and counts["prepare_toy"] == 1
+    # the tables of toy and toy-memory, and the (empty) tables of the memory run sets of the workloads not configured
+    assert counts["aggregate"] == 2 + 3 and counts["plot_toy"] == 1 and counts["headline"] == 1
+    assert counts["plot_memory"] == counts["findings_time"] == counts["findings"] == 1
+    assert planned_runs(out) == sorted(f"results/runs/{name}/{fw}/batch~{batch}_repeat~1.json"
+                                        for name, batch in (("toy", 32), ("toy-memory", 16)) for fw in ("jax", "pytorch"))
     assert "results/figures/toy/throughput.png" in out and "results/tables/toy-points.csv" in out
+    # its data rule is where the time went's (its DATA_RULES), none written in the study
+    assert "--data-rules prepare_toy=toy" in out
 
 
 @pytest.mark.slow
@@ -72,3 +83,15 @@ def test_a_smoke_run_of_it_writes_valid_records_tables_and_its_figure(toy_workfl
     assert len(starts) == 1  # the same start in both frameworks
     assert (toy_workflow / "results/figures/toy/throughput.png").stat().st_size > 0
     assert (toy_workflow / "results/tables/toy-points.csv").read_text().count("\ntoy,") == 2
+    # the memory pass measured it (its MEMORY_BATCHES) in both frameworks
+    peaks = pd.read_csv(toy_workflow / "results/tables/memory-peaks.csv")
+    toy = peaks[peaks["workload"] == "toy"]
+    assert sorted(toy["framework"]) == ["jax", "pytorch"] and set(toy["batch"]) == {16}
+    assert (toy["peak_rss_mib"] > 0).all()
+    # where the time went: its runs by phase, its memory runs, its data preparation (its DATA_RULES) and tables
+    time = pd.read_csv(toy_workflow / "results/tables/findings-time.csv")
+    phases = time.groupby("workload")["phase"].agg(set)
+    assert {"steady units", "data preparation", "tables and figures"} <= phases["toy"]
+    assert "steady units" in phases["toy-memory"]
+    data = time[(time["workload"] == "toy") & (time["phase"] == "data preparation")]
+    assert data["jobs"].sum() == 1 and data["seconds"].sum() > 0

@@ -1,21 +1,28 @@
-"""The ONNX workload: each PyTorch model exported and run in every runtime, its outputs checked
-against PyTorch's; a model whose weights changed fails the check; an operator MXNet's importer
-cannot translate is named in the record."""
+"""The ONNX study: each PyTorch model a workload declares (EXPORTS) exported and run in every
+runtime, its outputs checked against PyTorch's; a model whose weights changed fails the check; an
+operator MXNet's importer cannot translate is named in the record; a new workload that declares a
+model is exported without an edit to the study."""
 import dataclasses
 import json
+import os
 import subprocess
+import sys
 import textwrap
 
 import numpy as np
 import pytest
 
+from dlbench.config import load_config
+from dlbench.definitions import run_set
 from dlbench.specs import spec_to_json
-from dlbench.workloads.onnx.definition import RUNTIMES, model_files, source_spec
-from dlbench.workloads.onnx.task import agreement
-from conftest import REPO, venv_python
+from dlbench.studies.onnx.definition import MODELS, RUNTIMES, exported, model_files, source_spec
+from dlbench.studies.onnx.task import agreement
+from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_config, smoke_spec
+from test_new_workload import add_toy_workload
+from test_workflow import job_counts
 
-EXPORT = REPO / "src" / "dlbench" / "workloads" / "onnx" / "scripts" / "export.py"
+EXPORT = REPO / "src" / "dlbench" / "studies" / "onnx" / "scripts" / "export.py"
 SAMPLES = 16
 
 
@@ -84,3 +91,51 @@ def test_an_operator_mxnets_importer_cannot_translate_is_named_in_the_record(smo
     assert record["status"] == "not_applicable"
     assert "ONNX importer" in record["error"] and "operator ConstantOfShape" in record["error"]
     assert run("imdb-lstm", "onnxruntime", files, smoke_data, tmp_path)["status"] == "ok"
+
+
+def test_the_models_are_those_the_configured_workloads_declare(tmp_path):
+    """onnx.models names models of the workloads' EXPORTS; left out, every configured workload's;
+    a model whose workload is not configured is left out, not an error."""
+    assert {name: (m.workload, m.row, m.classes) for name, m in MODELS.items()} == {
+        "mnist-small": ("mnist", {"model": "small"}, "argmax"), "imdb-lstm": ("imdb", {}, "argmax"),
+        "densenet": ("chestxray", {"input": "synthetic"}, "sign")}
+    config = load_config(REPO / "config.yaml")
+    assert exported(config) == config["onnx"]["models"] == ["mnist-small", "imdb-lstm"]
+    every = tmp_path / "every.yaml"
+    every.write_text("workloads: [mnist, chestxray]\nonnx: {models: null}\n")
+    config = load_config(REPO / "config.yaml", every)
+    assert exported(config) == ["mnist-small", "densenet"]
+    assert {row["model"] for row in run_set("onnx").rows(config, config["frameworks"], 1)} == {"mnist-small", "densenet"}
+
+
+# The toy workload (tests/toy_workload) with a PyTorch model to export: its EXPORTS, and the point the
+# export trains it at (overhead_row, as every exported workload's)
+TOY_EXPORT = """
+
+EXPORTS = {"toy-linear": ({}, "argmax")}
+
+
+def overhead_row(config):
+    return {"batch": config["toy"]["batches"][0]}
+"""
+ROWS = """
+from dlbench.config import load_config
+from dlbench.definitions import run_set
+config = load_config("config.yaml", "presets/smoke.yaml", "toy.yaml")
+print(sorted({row["model"] for row in run_set("onnx").rows(config, config["frameworks"], 1)}))
+"""
+
+
+def test_a_workload_that_declares_an_export_model_is_exported_without_an_edit_to_the_study(tmp_path):
+    workflow = copy_workflow(tmp_path / "toy")
+    add_toy_workload(workflow)
+    with open(workflow / "src/dlbench/workloads/toy/definition.py", "a") as definition:
+        definition.write(TOY_EXPORT)
+    (workflow / "toy.yaml").write_text("workloads: [mnist, toy]\nstudies: [onnx]\nonnx: {models: null}\n")
+    rows = subprocess.run([sys.executable, "-c", ROWS], cwd=workflow, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(workflow / "src")})
+    assert rows.returncode == 0, rows.stderr[-3000:]
+    assert rows.stdout.split("\n")[-2] == "['mnist-small', 'toy-linear']"
+    out = snakemake("-n", "--configfile", "presets/smoke.yaml", "toy.yaml", "--config", "frameworks=[pytorch,jax]",
+                    cwd=workflow).stdout
+    assert job_counts(out)["onnx_export"] == 2 and "results/data/onnx/toy-linear.onnx" in out

@@ -141,8 +141,9 @@ def test_a_framework_s_code_never_imports_the_protocol():
         assert "dlbench/protocol.py" not in files, module
     for module in ["dlbench.contract", "dlbench.clock"]:
         files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
-        registries = {"dlbench/frameworks/__init__.py", "dlbench/workloads/__init__.py"}
-        assert not any(f.startswith(("dlbench/frameworks/", "dlbench/workloads/")) for f in files - registries), module
+        registries = {"dlbench/frameworks/__init__.py", "dlbench/workloads/__init__.py", "dlbench/studies/__init__.py"}
+        assert not any(f.startswith(("dlbench/frameworks/", "dlbench/workloads/", "dlbench/studies/"))
+                       for f in files - registries), module
 
 
 class FakeBackend:

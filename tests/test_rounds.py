@@ -117,7 +117,7 @@ def test_an_open_verdict_gets_one_more_round_for_its_points_only_and_a_finished_
     workflow = copy_workflow(tmp_path)
     add_toy_workload(workflow)
     (workflow / "adaptive.yaml").write_text(ADAPTIVE)
-    run = ("--configfile", "presets/smoke.yaml", "adaptive.yaml", "--config", "workloads=[toy]",
+    run = ("--configfile", "presets/smoke.yaml", "adaptive.yaml", "--config", "workloads=[toy]", "studies=[]",
            "frameworks=[pytorch,jax]")
     first = [f"results/runs/toy/{fw}/batch~{batch}_repeat~{repeat}.json"
              for fw in ("pytorch", "jax") for batch in (32, 64) for repeat in (1, 2)]

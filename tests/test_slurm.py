@@ -109,7 +109,7 @@ ONE_NODE = RECORD.format("pytorch", 1, 1, "none", "eager")
 @pytest.fixture(scope="module")
 def slurm_run(cluster, tmp_path_factory):
     root = copy_workflow(tmp_path_factory.mktemp("slurm-workflow"))
-    (root / "mnist.yaml").write_text("workloads: [mnist]\n")
+    (root / "mnist.yaml").write_text("workloads: [mnist]\nstudies: []\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SLURM_CONF", cluster["SLURM_CONF"])
         # the targets before --configfile, which takes every word after it

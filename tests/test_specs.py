@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ from dlbench.provenance import code_files
 from dlbench.definitions import run_set
 from dlbench.spec_types import CompileCache, Convergence
 from dlbench.specs import SpecError, spec_from_dict, spec_to_dict, spec_to_json
-from dlbench.workloads.onnx.definition import source_spec
+from dlbench.studies.onnx.definition import source_spec
 from conftest import REPO
 from specs import DEFAULT_ROWS, smoke_config, smoke_spec
 
@@ -166,28 +167,50 @@ def test_the_frameworks_are_listed_in_one_place():
         assert not listed.search(path.read_text()), f"{path} names a framework"
 
 
-def test_the_workloads_are_listed_in_one_place():
+def names_of(paths, names):
+    """(path, the first of `names` its code names: not its comments nor docstrings) of the paths that name one."""
+    named = re.compile(r"(?<![\w/.-])(" + "|".join(names) + r")(?![\w-])")
+    for path in paths:
+        code = "\n".join(line.split("#")[0] for line in strip_docstrings(path.read_text()).splitlines())
+        found = named.search(code.replace("dlbench.workloads", "").replace("dlbench.studies", ""))
+        if found:
+            yield path.relative_to(REPO), found[0]
+
+
+def test_the_workloads_and_studies_are_listed_in_one_place():
     """Adding a workload: its line in dlbench/workloads/__init__.py, its folder and its schema
-    section; no rule, script, schema check or shared module names a workload (the code, not its
-    comments) but the workload's own folder."""
+    section; a study likewise (dlbench/studies/__init__.py); no rule, script, schema check or shared
+    module names a workload or study (the code, not its comments) but its own folder."""
     from dlbench.definitions import definition, run_sets
+    from dlbench.studies import STUDIES
     from dlbench.workloads import WORKLOADS as KNOWN
 
-    named = re.compile(r"(?<![\w/.-])(" + "|".join(run_sets()) + r")(?![\w-])")
     shared = [REPO / "Snakefile", *(REPO / "rules").glob("*.smk"), *(REPO / "scripts").glob("*.py"),
-              *(p for p in (REPO / "src" / "dlbench").rglob("*.py") if "workloads" not in p.parts)]
-    for path in shared:
-        code = "\n".join(line.split("#")[0] for line in strip_docstrings(path.read_text()).splitlines())
-        found = named.search(code.replace("dlbench.workloads", ""))
-        assert found is None, f"{path.relative_to(REPO)} names the workload {found[0]!r}"
+              *(p for p in (REPO / "src" / "dlbench").rglob("*.py") if not {"workloads", "studies"} & set(p.parts))]
+    assert list(names_of(shared, run_sets())) == []
     schema = yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text())
     assert "enum" not in schema["properties"]["workloads"]["items"]  # checked against the registry
-    for workload in KNOWN:
-        folder = REPO / "src" / "dlbench" / "workloads" / workload
-        # a task of its own, unless its runs run as another workload's (the memory pass)
-        own_task = not all(run_set.runs_as for run_set in definition(workload).RUN_SETS)
+    assert "enum" not in schema["properties"]["studies"]["items"]
+    for name, package in [*((w, "workloads") for w in KNOWN), *((s, "studies") for s in STUDIES)]:
+        folder = REPO / "src" / "dlbench" / package / name
+        # a task of its own, unless its runs run as a workload's (the memory pass) or it has none (findings)
+        own_task = not all(run_set.runs_as for run_set in definition(name).RUN_SETS)
         assert {"definition.py", "rules.smk", *(["task.py"] if own_task else [])} <= {p.name for p in folder.iterdir()}
-        assert workload in schema["properties"], workload
+        assert name in schema["properties"], name
+
+
+def test_a_study_names_no_workload_it_reads_their_declarations():
+    """A study's definition and rules name no training workload (nor its run sets): what they need
+    of each comes from its declarations (dlbench.workloads), so that a new workload is in every study
+    it declares something for. The findings' claims are the exception: each claim is a study's claim
+    about one workload (scripts/replication.py, and the claims' flag of ChestX-ray's images)."""
+    from dlbench.definitions import run_sets
+    from dlbench.workloads import WORKLOADS as KNOWN
+
+    studies = REPO / "src" / "dlbench" / "studies"
+    claims = [studies / "findings" / "scripts" / "replication.py", studies / "findings" / "rules.smk"]
+    paths = [p for p in [*studies.rglob("*.py"), *studies.rglob("*.smk")] if p not in claims]
+    assert list(names_of(paths, run_sets(KNOWN))) == []
 
 
 def strip_docstrings(source):

@@ -434,7 +434,7 @@ def test_the_report_opens_on_what_the_run_found_in_a_browser(smoke_run):
 
 @pytest.mark.slow
 def test_a_runtime_reruns_the_exported_models_runs_and_a_pytorch_model_its_export(finished):
-    with edited(finished / "src" / "dlbench" / "workloads" / "onnx" / "runtimes.py"):
+    with edited(finished / "src" / "dlbench" / "studies" / "onnx" / "runtimes.py"):
         assert planned_runs(dry_run(finished)) == all_runs(finished, "onnx")
     with edited(finished / "src" / "dlbench" / "workloads" / "mnist" / "pytorch.py"):
         out = dry_run(finished)
@@ -456,7 +456,7 @@ def test_the_shared_harness_reruns_every_run(finished):
     ("src/dlbench/workloads/imdb/scripts/plot.py", {"plot_imdb": 1, "all": 1}),
     ("src/dlbench/tables.py", {"aggregate": 8, "plot_mnist": 1, "plot_imdb": 1, "plot_chestxray": 1, "plot_onnx": 1,
                                "plot_matmul": 1, "headline": 1, **FINDINGS_JOBS, "all": 1}),
-    ("src/dlbench/workloads/findings/scripts/summary.py", {"findings": 1, "all": 1}),
+    ("src/dlbench/studies/findings/scripts/summary.py", {"findings": 1, "all": 1}),
     ("src/dlbench/workloads/mnist/pytorch.py", None),   # a framework module: its runs, and its lines counted
 ])
 def test_report_code_reruns_only_tables_and_figures(finished, code, expected):

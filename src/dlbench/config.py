@@ -1,24 +1,46 @@
 """Checks of a validated config that the JSON schema cannot express, naming the key.
 
 The schema (schemas/config.schema.yaml) checks types and fills defaults; here the config
-meets the lists of frameworks and workloads (dlbench.frameworks, dlbench.workloads) and each
-workload's own checks (its definition.py, which checks its sweep's dimensions with
+meets the lists of frameworks, workloads and studies (dlbench.frameworks, dlbench.workloads,
+dlbench.studies) and each workload's and study's own checks (its definition.py, which checks its sweep's dimensions with
 dlbench.sweep's check_strategies, check_modes and check_batch).
 """
+import sys
+
 from dlbench.definitions import definition
 from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.workloads import RENAMED, WORKLOADS
+from dlbench.studies import RENAMED, STUDIES
+from dlbench.workloads import WORKLOADS
+
+
+def studies_as_workloads(config, warn=None):
+    """A config from before the studies had their own key lists them under workloads: take them as
+    studies, for this release. The config's studies are then the ones its workloads list (what that
+    list meant: a study it leaves out did not run), and a warning, printed once (the studies are
+    gone from workloads after it), names the key `studies`."""
+    listed = [name for name in config.get("workloads") or [] if name in STUDIES]
+    if not listed:
+        return config
+    config["workloads"] = [name for name in config["workloads"] if name not in STUDIES]
+    config["studies"] = listed
+    print(f"warning: config workloads: {', '.join(listed)} {'is a study' if len(listed) == 1 else 'are studies'}, "
+          f"taken as studies: [{', '.join(listed)}] (the studies that run) for this release; list them under the "
+          f"key studies, not workloads", file=warn or sys.stderr)
+    return config
 
 
 def check_renamed(config):
-    """Stop on a key that was renamed so that one word has one meaning (a workload definition's
-    RENAMED: {old key in its section: new key}), naming both, before the schema would call the
-    old one merely unknown."""
+    """Stop on a key that was renamed so that one word has one meaning (a study renamed, dlbench.studies'
+    RENAMED; a workload or study definition's RENAMED: {old key in its section: new key}), naming both,
+    before the schema would call the old one merely unknown. Take the studies a config lists under
+    workloads as studies, with a warning (studies_as_workloads)."""
     for old, new in RENAMED.items():
-        if old in (config.get("workloads") or []):
-            raise ConfigError(f"config workloads: workload {old!r} renamed to {new!r}")
-    for workload in WORKLOADS:
+        for key in ("workloads", "studies"):
+            if old in (config.get(key) or []):
+                raise ConfigError(f"config {key}: study {old!r} renamed to {new!r}")
+    studies_as_workloads(config)
+    for workload in (*WORKLOADS, *STUDIES):
         for old, new in getattr(definition(workload), "RENAMED", {}).items():
             section = config.get(workload)
             for parent in old.split(".")[:-1]:
@@ -28,9 +50,9 @@ def check_renamed(config):
 
 
 def check_config(config):
-    """Check the frameworks and workloads against their lists (dlbench.frameworks,
-    dlbench.workloads), the measurement, and each workload's section (its definition's check,
-    which may fill values: a framework's strategies, its weights)."""
+    """Check the frameworks, workloads and studies against their lists (dlbench.frameworks,
+    dlbench.workloads, dlbench.studies), the measurement, and each workload's and study's section
+    (its definition's check, which may fill values: a framework's strategies, its weights)."""
     config.setdefault("frameworks", list(FRAMEWORKS))
     for framework in config["frameworks"]:
         if framework not in FRAMEWORKS:
@@ -39,13 +61,18 @@ def check_config(config):
     config.setdefault("workloads", list(WORKLOADS))
     for workload in config["workloads"]:
         if workload not in WORKLOADS:
-            raise ConfigError(f"config workloads: unknown workload {workload!r} (known: {', '.join(WORKLOADS)})")
+            raise ConfigError(f"config workloads: unknown workload {workload!r} (known: {', '.join(WORKLOADS)}; "
+                              f"studies: {', '.join(STUDIES)})")
+    config.setdefault("studies", list(STUDIES))
+    for study in config["studies"]:
+        if study not in STUDIES:
+            raise ConfigError(f"config studies: unknown study {study!r} (known: {', '.join(STUDIES)})")
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "
                           f"measurement.max_unit_steps ({measurement['max_unit_steps']})")
-    for workload in WORKLOADS:
-        definition(workload).check(config)
+    for name in (*WORKLOADS, *STUDIES):
+        definition(name).check(config)
     return config
 
 

@@ -55,6 +55,10 @@ RUN_SETS = (RunSet("toy", ToySpec, COLUMNS, runs, spec, draw_weights),)
 FIGURES = ("throughput",)
 TABLES = ()
 TARGET = ("test_accuracy", "target_accuracy")
+# What the studies read of it (dlbench.workloads): its data preparation in "where the time went", its
+# model in the memory pass; no claim, no export
+DATA_RULES = ("prepare_toy",)
+MEMORY_BATCHES = (16,)
 
 
 def check(config):

@@ -16,6 +16,8 @@ rule prepare_toy:
         seed=config["seed"],
     log:
         "results/logs/toy/prepare.log",
+    benchmark:
+        "results/benchmarks/prepare_toy/prepare.tsv"
     conda:
         str(ENVS / "data.yaml")
     shell:

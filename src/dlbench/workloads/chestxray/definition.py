@@ -293,6 +293,14 @@ TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput on
 RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch", "loader_workers": "loader.workers",
            "decode_workers": "decode.workers",
            "benchmark_images": "preprocess.images, chestxray.decode.images and chestxray.loader.images"}
+# What the studies read of it (dlbench.workloads says what each is): the memory pass searches the
+# largest batch of DenseNet of memory.largest_batch.blocks; the export trains DenseNet (chestxray.blocks)
+# on synthetic inputs
+DATA_RULES = ("chestxray_labels", "chestxray_images", "preprocess_chestxray")
+CLAIM_TABLES = ("chestxray-ratios", "chestxray-loader-verdict", "chestxray-test-auc")
+MEMORY_BATCHES = (2, 8)
+LARGEST_BATCH_MODEL = densenet
+EXPORTS = {"densenet": ({"input": "synthetic"}, "sign")}
 
 
 def check(config):

@@ -107,6 +107,11 @@ FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")
 RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
+# What the studies read of it (dlbench.workloads says what each is)
+DATA_RULES = ("prepare_imdb",)
+CLAIM_TABLES = ("imdb-ratios",)
+MEMORY_BATCHES = (16, 64)
+EXPORTS = {"imdb-lstm": ({}, "argmax")}
 
 
 def check(config):

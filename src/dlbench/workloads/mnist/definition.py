@@ -120,6 +120,11 @@ FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss"
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
 RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word
+# What the studies read of it (dlbench.workloads says what each is)
+DATA_RULES = ("prepare_mnist", "duplicate_mnist")
+CLAIM_TABLES = ("mnist-ratios", "mnist-convergence")
+MEMORY_BATCHES = (64, 256)
+EXPORTS = {"mnist-small": ({"model": "small"}, "argmax")}
 
 
 def check(config):

@@ -11,6 +11,8 @@ TIME_VENVS = [] if USE_CONDA else sorted(Path(venv_python(env.stem)).parent.name
 TIME_WHEELS = [f"{wheel}={workload}" for workload in WORKLOADS for source in (config.get(workload) or {}).values()
                if isinstance(source, dict) and source.get("kind") == "pypi"
                for wheel in [Path(wheel_path(source)).stem] if wheel in WHEELS]
+# <rule>=<workload> of the rules that prepare the configured workloads' and studies' data (DATA_RULES)
+TIME_DATA_RULES = [f"{rule}={name}" for name in [*WORKLOADS, *STUDIES] for rule in getattr(definition(name), "DATA_RULES", ())]
 
 
 rule findings_time:
@@ -30,11 +32,13 @@ rule findings_time:
         benchmarks="results/benchmarks",
         venvs=TIME_VENVS,
         wheels=TIME_WHEELS,
+        data_rules=TIME_DATA_RULES,
     log:
         "results/logs/report/findings-time.log",
     conda:
         stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --benchmarks {params.benchmarks:q}"
-        " --venvs {params.venvs:q} --wheels {params.wheels:q} --table {output.table:q} --figure {output.figure:q}"
+        " --venvs {params.venvs:q} --wheels {params.wheels:q} --data-rules {params.data_rules:q}"
+        " --table {output.table:q} --figure {output.figure:q}"
         " > {log:q} 2>&1"

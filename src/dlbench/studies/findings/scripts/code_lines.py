@@ -8,10 +8,10 @@ one line or several, for a docstring). Radon counts a comment's line within a st
 several lines as code: those lines are removed first. tests/test_findings_code_lines.py checks
 the count.
 
-What is counted, per run set of the configured workloads that has framework modules of its own
-(mnist, imdb, chestxray, chestxray's loader benchmark in chestxray/loader/, matmul):
+What is counted, per run set of the configured workloads and studies that has framework modules
+of its own (mnist, imdb, chestxray, chestxray's loader benchmark in chestxray/loader/, matmul):
 - code_lines: the framework's module of the run set, dlbench/workloads/<run set>/<module>.py
-  (dlbench.definitions.workload_module): its model, step and loader. A framework without one
+  (a study's: dlbench/studies/<run set>/<module>.py; dlbench.definitions.workload_module): its model, step and loader. A framework without one
   has no row (Keras' matmul: its product is its backend's). Keras' three frameworks run one
   module on three backends: the same lines for each, module_shared says so.
 - backend_lines: the framework's backend package, dlbench/frameworks/<module>/*.py, that every
@@ -73,7 +73,7 @@ def backend_files(src, framework):
 
 
 def framework_run_sets(workloads):
-    """{run set name: RunSet} of the workloads' run sets that have framework modules of their own."""
+    """{run set name: RunSet} of the workloads' and studies' run sets that have framework modules of their own."""
     return {name: run_set for name, (_, run_set) in run_sets(workloads).items()
             if run_set.subject == "framework" and run_set.runs_as is None}
 
@@ -197,7 +197,7 @@ def figure(table, path):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", required=True, help="the package's root, src/")
-    parser.add_argument("--workloads", nargs="+", required=True)
+    parser.add_argument("--workloads", nargs="+", required=True, help="the configured workloads and studies")
     parser.add_argument("--frameworks", nargs="+", required=True)
     parser.add_argument("--points", nargs="*", default=[], help="results/tables/<run set>-points.csv")
     parser.add_argument("--inputs", nargs="*", default=[],

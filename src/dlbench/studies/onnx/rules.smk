@@ -1,12 +1,13 @@
 # ONNX: each PyTorch model trained as its training runs are and exported (ONNX graph, PyTorch
 # program, test inputs, PyTorch's outputs); its runs in each runtime are rules/runs.smk's (this
-# workload's definition.py gives their grid and specs); the runtimes' table and figure.
-from dlbench.workloads.onnx.definition import DATA as ONNX_DATA, MODELS as ONNX_MODELS, source_spec as onnx_source_spec
+# study's definition.py gives their grid and specs); the runtimes' table and figure.
+from dlbench.studies.onnx.definition import DATA as ONNX_DATA, MODELS as ONNX_MODELS, exported as onnx_exported
+from dlbench.studies.onnx.definition import source_spec as onnx_source_spec
 
 ONNX = config["onnx"]
 ONNX_FOLDER = Path(workflow.current_basedir)
 ONNX_SCRIPTS = ONNX_FOLDER / "scripts"
-ONNX_SOURCES = {model: onnx_source_spec(config, model, THREADS) for model in ONNX["models"]} if "onnx" in WORKLOADS else {}
+ONNX_SOURCES = {model: onnx_source_spec(config, model, THREADS) for model in onnx_exported(config)} if "onnx" in STUDIES else {}
 
 
 rule onnx_export:

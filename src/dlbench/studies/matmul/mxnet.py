@@ -2,7 +2,7 @@
 mxnet is imported inside the methods: its thread pools read the variables the backend's setup
 sets, once, at import."""
 from dlbench.frameworks import mxnet as backend
-from dlbench.workloads.matmul.task import Matmul
+from dlbench.studies.matmul.task import Matmul
 
 
 class MxnetMatmul(Matmul):

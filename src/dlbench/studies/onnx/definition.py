@@ -1,6 +1,7 @@
 """ONNX as the workflow knows it (pure: no framework, no data): the IMDB study's plan, prototype in
 PyTorch, export through ONNX, run elsewhere, checked. dlbench.workloads says what a definition
-holds.
+holds, dlbench.studies what a study is. Its models are those the training workloads declare
+(EXPORTS): it names no workload.
 
 A stage (rules.smk, scripts/export.py, in the PyTorch env) trains each PyTorch model of the
 other workloads from the shared start for its convergence steps, on the run's order, as its
@@ -15,12 +16,10 @@ or its predicted classes agree on fewer than `min_agreement` of them.
 import itertools
 from dataclasses import dataclass
 
+from dlbench.declarations import declared, workload_definition
 from dlbench.errors import ConfigError
 from dlbench.spec_types import Run
 from dlbench.sweep import RunSet, run_fields
-from dlbench.workloads.chestxray import definition as chestxray_definition
-from dlbench.workloads.imdb import definition as imdb_definition
-from dlbench.workloads.mnist import definition as mnist_definition
 
 DATA = "results/data/onnx"
 
@@ -32,14 +31,16 @@ class SourceModel:
     classes: str         # how its outputs predict: "argmax" (one class) or "sign" (a finding per logit)
 
 
+def source_models(workloads=None):
+    """{model name: SourceModel} of the models the workloads declare (EXPORTS: {name: (row,
+    classes)}; every registered workload's where None), by the name a run and a table give them."""
+    exports = declared("EXPORTS") if workloads is None else declared("EXPORTS", workloads)
+    return {name: SourceModel(workload, dict(row), classes)
+            for workload, models in exports.items() for name, (row, classes) in models.items()}
+
+
 # The models of the studies, by the name a run and a table give them.
-MODELS = {
-    "mnist-small": SourceModel("mnist", {"model": "small"}, "argmax"),
-    "imdb-lstm": SourceModel("imdb", {}, "argmax"),
-    "densenet": SourceModel("chestxray", {"input": "synthetic"}, "sign"),  # chestxray.blocks says which
-}
-# The definitions of the models' workloads
-SOURCE_DEFINITIONS = {"mnist": mnist_definition, "imdb": imdb_definition, "chestxray": chestxray_definition}
+MODELS = source_models()
 # The runtimes and the env each runs in: PyTorch's own (the exported program; the reference),
 # onnxruntime, and MXNet's ONNX importer (mxnet.contrib.onnx).
 RUNTIMES = {"pytorch": "pytorch", "onnxruntime": "onnx", "mxnet": "mxnet"}
@@ -74,12 +75,20 @@ def model_files(model):
                     reference=f"{DATA}/{model}-reference.npy")
 
 
+def exported(config):
+    """The models exported: onnx.models (every model of the configured workloads where none is
+    named), less those whose workload is not configured."""
+    ours = source_models(config["workloads"])
+    chosen = config["onnx"]["models"]
+    return [model for model in (ours if chosen is None else chosen) if model in ours]
+
+
 def runs(config, frameworks, repeats):
-    """Rows {framework None, model, runtime, batch, repeat}: every model in every runtime."""
+    """Rows {framework None, model, runtime, batch, repeat}: every exported model in every runtime."""
     onnx = config["onnx"]
     return [{"framework": None, "model": model, "runtime": runtime, "batch": batch, "repeat": repeat}
             for model, runtime, batch, repeat in itertools.product(
-                onnx["models"], onnx["runtimes"], onnx["batches"], range(1, repeats + 1))]
+                exported(config), onnx["runtimes"], onnx["batches"], range(1, repeats + 1))]
 
 
 def spec(config, row, threads):
@@ -99,7 +108,7 @@ def source_spec(config, model, threads):
     workload's overhead point (one device), in PyTorch, repeat 1: a repeat that trains the
     convergence steps (measurement.convergence_repeats is at least 1)."""
     source = MODELS[model]
-    source_definition = SOURCE_DEFINITIONS[source.workload]
+    source_definition = workload_definition(source.workload)
     row = {**source_definition.overhead_row(config), **source.row, "framework": "pytorch", "repeat": 1}
     return source_definition.RUN_SETS[0].build(config, row, threads)
 
@@ -109,17 +118,19 @@ RUN_SETS = (RunSet("onnx", OnnxSpec, COLUMNS, runs, spec, subject="runtime", env
 FIGURES = ("runtimes",)
 TABLES = ("runtimes",)
 TARGET = None
+DATA_RULES = ("onnx_export",)      # its export trains and writes each model: data preparation
+CLAIM_TABLES = ("onnx-runtimes",)
 
 
 def check(config):
-    """Known runtimes (all of them where none is named); a model's source workload configured
-    (its data and its training are its own)."""
+    """Known runtimes (all of them where none is named) and models (those the workloads declare);
+    a model whose workload is not configured is left out (exported)."""
     onnx = config["onnx"]
     onnx.setdefault("runtimes", list(RUNTIMES))
     unknown = [runtime for runtime in onnx["runtimes"] if runtime not in RUNTIMES]
     if unknown:
         raise ConfigError(f"config onnx.runtimes: unknown runtime {unknown[0]!r} (known: {', '.join(RUNTIMES)})")
-    missing = sorted({MODELS[m].workload for m in config["onnx"]["models"]} - set(config["workloads"]))
-    if "onnx" in config["workloads"] and missing:
-        raise ConfigError(f"config onnx.models: the models of {', '.join(missing)} need "
-                          f"{' and '.join(missing)} in config workloads")
+    unknown = [model for model in onnx["models"] or [] if model not in MODELS]
+    if unknown:
+        raise ConfigError(f"config onnx.models: unknown model {unknown[0]!r} (the workloads' EXPORTS: "
+                          f"{', '.join(MODELS)})")

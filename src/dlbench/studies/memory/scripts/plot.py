@@ -27,6 +27,8 @@ def successful(runs):
     if ok.empty:  # its columns may be missing too
         return ok
     ok["workload"] = ok["workload"].str.removesuffix("-memory")
+    if "mode" not in ok:  # a workload with no modes (its points name none)
+        ok["mode"] = None
     ok["batch"] = ok["run_id"].map(batch_of)
     ok["rss"], ok["pss"] = ok["peak_rss_bytes"] / MIB, ok["peak_pss_bytes"] / MIB
     return ok
@@ -73,11 +75,12 @@ def largest(summaries):
                                        "complete", "peak_rss_mib", "trials", "reason"])
 
 
-def saving(peak_table, largest_table, timed):
-    """Each memory-saving mode against its framework's default mode: peak RSS at each batch of
-    ChestX-ray's memory runs, the largest batch under the limit, the timed runs' throughput."""
+def saving(peak_table, largest_table, timed, searched):
+    """Each memory-saving mode against its framework's default mode: peak RSS at each batch of the
+    searched workload's memory runs (ChestX-ray's), the largest batch under the limit, the timed
+    runs' throughput."""
     rows = []
-    chest = peak_table[peak_table["workload"] == "chestxray"]
+    chest = peak_table[peak_table["workload"] == searched]
     for framework, mode in SAVING.items():
         modes = set(chest.loc[chest["framework"] == framework, "mode"])
         if mode not in modes:
@@ -112,7 +115,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", nargs="*", default=[], help="the memory run sets' runs tables")
     parser.add_argument("--searches", nargs="*", default=[], help="the largest-batch searches' summaries")
-    parser.add_argument("--timed", nargs="*", default=[], help="ChestX-ray's points table (the timed runs)")
+    parser.add_argument("--timed", nargs="*", default=[], help="the searched workload's points table (the timed runs)")
+    parser.add_argument("--searched", help="the workload whose big model the search grows (ChestX-ray), if any")
     parser.add_argument("--limit-mb", type=int, required=True)
     parser.add_argument("--outdir", required=True, type=Path)
     parser.add_argument("--peaks", required=True, type=Path)
@@ -127,7 +131,7 @@ def main():
     timed = pd.concat(map(pd.read_csv, args.timed), ignore_index=True) if args.timed else pd.DataFrame()
     peak_table.to_csv(args.peaks, index=False)
     largest_table.to_csv(args.largest, index=False)
-    saving(peak_table, largest_table, timed).to_csv(args.saving, index=False)
+    saving(peak_table, largest_table, timed, args.searched).to_csv(args.saving, index=False)
 
     if peak_table.empty:
         no_data(args.outdir / "peak-memory.png", "no successful memory run")

@@ -1,17 +1,19 @@
 # The memory pass: its runs (each measured workload's model at memory.batches) are rules/runs.smk's
-# (this folder's definition.py gives their grid and specs); here, DenseNet-121's largest batch
-# under memory.largest_batch.limit_mb per framework and mode (a search, each batch a run of its
-# own), and the pass's tables and figures.
-from dlbench.workloads.memory.definition import measured as memory_measured, search_template, searches
+# (this folder's definition.py gives their grid and specs); here, the largest batch of the big model a
+# workload declares (ChestX-ray's DenseNet-121) under memory.largest_batch.limit_mb per framework and
+# mode (a search, each batch a run of its own), and the pass's tables and figures.
+from dlbench.studies.memory.definition import measured as memory_measured, search_template, searched, searches
 
 MEMORY = config["memory"]
 MEMORY_FOLDER = Path(workflow.current_basedir)
-MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in WORKLOADS else []
+MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in STUDIES else []
 MEMORY_TEMPLATES = {(framework, mode): search_template(config, framework, mode, THREADS)
                     for framework, mode in MEMORY_SEARCHES}
-MEMORY_SETS = [f"{workload}-memory" for workload in memory_measured(config)] if "memory" in WORKLOADS else []
+MEMORY_SETS = [f"{workload}-memory" for workload in memory_measured(config)] if "memory" in STUDIES else []
 SEARCH_SUMMARY = "results/memory/largest-batch/{framework}/mode~{mode}.json"
-TIMED_CHESTXRAY = ["results/tables/chestxray-points.csv"] if "chestxray" in WORKLOADS else []
+# the searched workload's timed points (the memory-saving modes' cost in speed)
+MEMORY_SEARCHED = searched(config) if "memory" in STUDIES else None
+MEMORY_TIMED = [f"results/tables/{MEMORY_SEARCHED}-points.csv"] if MEMORY_SEARCHED in WORKLOADS else []
 
 
 rule largest_batch:
@@ -63,18 +65,19 @@ rule plot_memory:
     input:
         runs=[f"results/tables/{name}-runs.csv" for name in MEMORY_SETS],
         searches=[SEARCH_SUMMARY.format(framework=framework, mode=mode) for framework, mode in MEMORY_SEARCHES],
-        timed=TIMED_CHESTXRAY,
+        timed=MEMORY_TIMED,
         **script_inputs(MEMORY_FOLDER / "scripts" / "plot.py"),
         python=env_input("report"),
     params:
         python=run_python,
         outdir=lambda wildcards, output: Path(output.peak_memory).parent,
         limit_mb=MEMORY["largest_batch"]["limit_mb"],
+        searched=["--searched", MEMORY_SEARCHED] if MEMORY_SEARCHED else [],
     log:
         "results/logs/report/plot-memory.log",
     conda:
         stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --searches {input.searches:q}"
-        " --timed {input.timed:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
+        " --timed {input.timed:q} {params.searched:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
         " --peaks {output.peaks:q} --largest {output.largest:q} --saving {output.saving:q} > {log:q} 2>&1"

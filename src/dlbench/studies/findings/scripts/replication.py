@@ -14,7 +14,7 @@ Every figure from a flagged ratio names its flags. Memory and epoch claims compa
 ranges the same way. A claim whose measurement this run lacks says "not measured here" and why
 (the setting, or the part of the machine, that would measure it).
 
-python replication.py --tables-dir results/tables --workloads mnist imdb ... --synthetic-images
+python replication.py --tables-dir results/tables --workloads mnist imdb ... --studies onnx ... --synthetic-images
     --out results/tables/findings-replication.csv
 """
 import argparse
@@ -150,7 +150,7 @@ def quicker_to_write(tables):
                  "or debug is not measured")
     lines = tables.read("findings-code-lines")
     if lines is None or "imdb" not in set(lines["workload"]) or "pytorch" not in tables.frameworks:
-        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "no IMDB modules counted (workloads imdb, findings)")
+        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "no IMDB modules counted (workloads imdb, studies findings)")
     imdb = lines[lines["workload"] == "imdb"].set_index("framework")["code_lines"]
     fewer = imdb[imdb < imdb["pytorch"]]
     figures = "; ".join(f"{f} {n:.0f}" for f, n in imdb.sort_values().items())
@@ -165,7 +165,7 @@ def onnx_to_mxnet(tables):
                  "test input; does not hold if one cannot be imported or disagrees")
     runtimes = tables.read("onnx-runtimes") if "onnx" in tables.workloads else None
     if runtimes is None or "mxnet" not in set(runtimes["runtime"]):
-        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "the ONNX workload did not run MXNet (workloads onnx, "
+        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "the ONNX study did not run MXNet (studies onnx, "
                                                                "frameworks mxnet)")
     mxnet = runtimes[runtimes["runtime"] == "mxnet"].groupby("model").first()
     moved = {m: r["ok"] > 0 and r["class_agreement"] == 1 for m, r in mxnet.iterrows()}
@@ -379,7 +379,7 @@ def mxnet_less_memory(tables):
         lambda r: r["framework"] == "tensorflow" and default_mode(r))
     if pairs.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass did not run MXNet and TensorFlow "
-                                                           "(workloads memory)")
+                                                           "(studies memory)")
     figures = "; ".join(f"{r['workload']} batch {r['batch']}: MXNet {r['peak_rss_mib_a']:.0f} MiB, TensorFlow "
                         f"{r['peak_rss_mib_b']:.0f} MiB" for _, r in pairs.iterrows())
     return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
@@ -402,7 +402,7 @@ def graphs_less_memory(tables):
     pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     if pairs.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass ran no framework in a compiled and an "
-                                                           "eager mode (mnist.modes, workloads memory)")
+                                                           "eager mode (mnist.modes, studies memory)")
     figures = "; ".join(f"{r['framework']} {r['mode_a']} {r['peak_rss_mib_a']:.0f} vs {r['mode_b']} "
                         f"{r['peak_rss_mib_b']:.0f} MiB ({r['workload']} batch {r['batch']})" for _, r in pairs.iterrows())
     return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
@@ -449,11 +449,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tables-dir", required=True, type=Path, help="results/tables")
     parser.add_argument("--workloads", nargs="*", default=[], help="the configured workloads")
+    parser.add_argument("--studies", nargs="*", default=[], help="the configured studies")
     parser.add_argument("--frameworks", nargs="*", default=[], help="the configured frameworks")
     parser.add_argument("--synthetic-images", action="store_true", help="DenseNet's images are synthetic")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
-    tables = Tables(args.tables_dir, args.workloads, args.frameworks)
+    tables = Tables(args.tables_dir, [*args.workloads, *args.studies], args.frameworks)
     claims = replication(tables, args.synthetic_images)
     tmp = args.out.with_name(args.out.name + ".tmp")
     claims.to_csv(tmp, index=False)

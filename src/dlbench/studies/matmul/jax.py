@@ -3,7 +3,7 @@ rewrite into a cheaper computation)."""
 import jax
 import jax.numpy as jnp
 
-from dlbench.workloads.matmul.task import Matmul
+from dlbench.studies.matmul.task import Matmul
 
 
 class JaxMatmul(Matmul):

@@ -4,13 +4,14 @@ from this run's tables and the criterion it used), the summary (the machine and 
 run set the fastest framework at each point and a forest plot of every framework's throughput
 relative to one reference) that report/workflow.rst shows first, the lines of framework-specific
 code per framework and workload, and where the run's time went. What the workflow knows of it;
-dlbench.workloads says what a definition holds."""
+dlbench.workloads says what a definition holds, dlbench.studies what a study is."""
 
 RUN_SETS = ()
 FIGURES = ("code-lines", "time")
 TABLES = ("replication", "code-lines", "time")
 TARGET = None
 SUMMARY = "results/findings/summary.html"   # report/workflow.rst includes it
+CLAIM_TABLES = ("findings-code-lines",)
 
 
 def check(config):

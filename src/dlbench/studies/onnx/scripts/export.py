@@ -1,5 +1,5 @@
 """Train a PyTorch model as its training runs do and export it: an ONNX graph, a PyTorch
-program, its test inputs and PyTorch's outputs on them (dlbench.workloads.onnx.definition).
+program, its test inputs and PyTorch's outputs on them (dlbench.studies.onnx.definition).
 
 python export.py --spec SOURCE_SPEC_JSON --opset N --samples N --onnx M.onnx --program M.pt2
                  --inputs X.npy --reference Y.npy

@@ -2,7 +2,7 @@
 import torch
 
 from dlbench.frameworks import pytorch as backend
-from dlbench.workloads.matmul.task import Matmul
+from dlbench.studies.matmul.task import Matmul
 
 
 class PyTorchMatmul(Matmul):

@@ -1,4 +1,4 @@
-"""An exported model in one runtime (a run of no framework; dlbench.workloads.onnx.definition):
+"""An exported model in one runtime (a run of no framework; dlbench.studies.onnx.definition):
 a step is the inference of one batch of the test inputs, drawn in the run's order (an epoch
 of at least one batch: the inputs in turn); the final evaluation checks the runtime's outputs
 on every test input against PyTorch's.
@@ -9,7 +9,7 @@ import numpy as np
 
 from dlbench.contract import WithoutModel
 from dlbench.errors import NotApplicable
-from dlbench.workloads.onnx.runtimes import RUNTIMES
+from dlbench.studies.onnx.runtimes import RUNTIMES
 
 CHECK_BATCH = 64  # the agreement check's batch
 

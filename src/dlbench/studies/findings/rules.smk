@@ -1,16 +1,12 @@
 # What this run found (definition.py): the replication table and the summary that the report's
-# first view shows (report/workflow.rst), from the tables of the configured workloads; a claim whose
-# tables this run lacks says what would measure it.
-from dlbench.workloads.findings.definition import SUMMARY as FINDINGS_SUMMARY
+# first view shows (report/workflow.rst), from the tables of the configured workloads and studies; a
+# claim whose tables this run lacks says what would measure it.
+from dlbench.studies.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
 FINDINGS_FOLDER = Path(workflow.current_basedir)
 FINDINGS_SCRIPTS = [workflow_path(FINDINGS_FOLDER / "scripts" / name) for name in ("replication.py", "summary.py")]
-# the tables the claims read, where their workload is configured
-FINDINGS_CLAIM_TABLES = [table for workload, table in [
-    ("mnist", "mnist-ratios"), ("mnist", "mnist-convergence"), ("imdb", "imdb-ratios"),
-    ("chestxray", "chestxray-ratios"), ("chestxray", "chestxray-loader-verdict"), ("chestxray", "chestxray-test-auc"),
-    ("onnx", "onnx-runtimes"), ("memory", "memory-peaks"), ("findings", "findings-code-lines")]
-    if workload in WORKLOADS and (workload not in RUN_SETS or workload in record_sets())]
+# the tables the claims read: those each configured workload and study declares (CLAIM_TABLES)
+FINDINGS_CLAIM_TABLES = [table for name in [*WORKLOADS, *STUDIES] for table in getattr(definition(name), "CLAIM_TABLES", ())]
 
 
 include: "code_lines.smk"
@@ -37,6 +33,7 @@ rule findings:
     params:
         python=run_python,
         workloads=WORKLOADS,
+        studies=STUDIES,
         frameworks=FRAMEWORKS,
         synthetic="--synthetic-images" if "chestxray" in WORKLOADS and not config["chestxray"]["images_dir"] else "",
         sets=TIMED_SETS,
@@ -47,6 +44,7 @@ rule findings:
         stack_env_file("report")
     shell:
         "({params.python:q} {input.scripts[0]:q} --tables-dir results/tables --workloads {params.workloads:q}"
+        " --studies {params.studies:q}"
         " --frameworks {params.frameworks:q} {params.synthetic} --out {output.replication:q}"
         " && {params.python:q} {input.scripts[1]:q} --sets {params.sets:q} --samples {params.samples:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --runs {input.runs:q}"

@@ -1,8 +1,10 @@
 """Where a run's time went: the wall time of every run of the given run sets, split into its
 phases from the runs tables (dlbench.tables.phase_seconds), and of the jobs that are no run,
 from Snakemake's benchmark files (results/benchmarks/<rule>/<wildcards>.tsv): environment
-builds, data preparation, the run sets' tables. A job that ran without a benchmark file (a venv
-another copy of the workflow built, a job from before the file existed) has no row.
+builds, data preparation (the fetches, and the rules that each workload or study declares as
+preparing its data: its DATA_RULES, given as --data-rules), the run sets' tables. A job that ran
+without a benchmark file (a venv another copy of the workflow built, a job from before the file
+existed) has no row.
 
 Writes one table (workload, framework, phase, seconds, jobs) and one figure: minutes per phase,
 stacked, by workload and by framework."""
@@ -42,10 +44,6 @@ PHASE_COLOURS = {ENVIRONMENT: _COLOURS[0], DATA: _COLOURS[8], STARTUP: _COLOURS[
                  CONTENDED: (0.55, 0.0, 0.0), EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1),
                  TABLES: (0.6, 0.6, 0.6)}
 
-# The rules that prepare data, and the workload each prepares it for (fetches: from their names)
-DATA_RULES = {"prepare_mnist": "mnist", "duplicate_mnist": "mnist", "prepare_imdb": "imdb",
-              "chestxray_labels": "chestxray", "chestxray_images": "chestxray",
-              "preprocess_chestxray": "chestxray", "onnx_export": "onnx"}
 ENVIRONMENTS = "environments"  # the workload of the environment builds
 COLUMNS = ["workload", "framework", "phase", "seconds", "jobs"]
 
@@ -95,10 +93,12 @@ def read_runs(paths):
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
-def benchmark_jobs(folder, venvs, wheels, run_sets):
+def benchmark_jobs(folder, venvs, wheels, run_sets, data_rules):
     """Seconds of each benchmarked job (long form, jobs of 1), from the benchmark files present:
     only the current environments' builds (`venvs`: stack-hash names), the configured wheels
-    (`wheels`: {name: workload}) and run sets; an older job's file is left out, and said so."""
+    (`wheels`: {name: workload}), data rules (`data_rules`: {rule: the workload or study whose
+    data it prepares}; fetches: from their paths) and run sets; an older job's file is left out,
+    and said so."""
     rows = []
     for path in sorted(Path(folder).glob("*/**/*.tsv")):
         rule = path.relative_to(folder).parts[0]
@@ -109,8 +109,8 @@ def benchmark_jobs(folder, venvs, wheels, run_sets):
             row = (wheels[name], None, DATA)
         elif rule == "fetch_file":
             row = (name.split("/")[0], None, DATA)  # results/raw/<workload>/...
-        elif rule in DATA_RULES:
-            row = (DATA_RULES[rule], None, DATA)
+        elif rule in data_rules:
+            row = (data_rules[rule], None, DATA)
         elif rule == "aggregate" and name in run_sets:
             row = (name, None, TABLES)
         else:
@@ -174,12 +174,15 @@ def main():
     parser.add_argument("--benchmarks", type=Path, required=True, help="Snakemake's benchmark files' folder")
     parser.add_argument("--venvs", nargs="*", default=[], help="the current environments' <stack>-<hash> names")
     parser.add_argument("--wheels", nargs="*", default=[], help="<wheel>=<workload> of every fetched wheel")
+    parser.add_argument("--data-rules", nargs="*", default=[],
+                        help="<rule>=<workload> of every rule that prepares data (the workloads' and studies' DATA_RULES)")
     parser.add_argument("--table", type=Path, required=True)
     parser.add_argument("--figure", type=Path, required=True)
     args = parser.parse_args()
     run_sets = {Path(path).name.removesuffix("-runs.csv") for path in args.runs}
     wheels = dict(pair.split("=", 1) for pair in args.wheels)
-    runs, jobs = read_runs(args.runs), benchmark_jobs(args.benchmarks, set(args.venvs), wheels, run_sets)
+    data_rules = dict(pair.split("=", 1) for pair in args.data_rules)
+    runs, jobs = read_runs(args.runs), benchmark_jobs(args.benchmarks, set(args.venvs), wheels, run_sets, data_rules)
     table = time_table(runs, jobs)
     args.table.parent.mkdir(parents=True, exist_ok=True)
     args.figure.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 import chainer.functions as F
 
 from dlbench.frameworks import chainer as backend
-from dlbench.workloads.matmul.task import Matmul
+from dlbench.studies.matmul.task import Matmul
 
 
 class ChainerMatmul(Matmul):

@@ -31,7 +31,7 @@ rule code_lines:
     params:
         python=run_python,
         src=lambda wildcards: str(SRC),
-        workloads=WORKLOADS,
+        workloads=[*WORKLOADS, *STUDIES],
         frameworks=FRAMEWORKS,
     log:
         "results/logs/report/findings-code-lines.log",

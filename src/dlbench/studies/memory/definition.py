@@ -2,9 +2,13 @@
 workload's model in every framework and mode, at the batches of memory.batches, trained for a
 few steps in a process of its own, its peak memory read from the kernel (the training
 process's ru_maxrss, its high-water mark: exact, not sampled) and the process tree's sampled
-PSS; and, for DenseNet-121, the largest batch that fits memory.largest_batch.limit_mb in each
-framework and mode (rules.smk: a search, each batch tried in a run of its own). What the
-workflow knows of it; dlbench.workloads says what a definition holds.
+PSS; and, for the big model one workload declares (ChestX-ray: DenseNet-121), the largest batch
+that fits memory.largest_batch.limit_mb in each framework and mode (rules.smk: a search, each
+batch tried in a run of its own). What the workflow knows of it; dlbench.workloads says what a
+definition holds, dlbench.studies what a study is.
+
+The workloads it measures are those that declare MEMORY_BATCHES (their batches by default); the
+search grows the model of the one that declares LARGEST_BATCH_MODEL. It names no workload.
 
 A memory run is its workload's training run (the same spec type, modules, initial weights and
 data; the run set <workload>-memory runs as <workload>) with the memory pass's batch and steps:
@@ -12,23 +16,37 @@ its units are memory.steps steps each (one calibration, one warm-up, one steady 
 run's first step alone (dlbench.clock.Plan), their time is not a measurement (RunSet.timed)."""
 import dataclasses
 
+from dlbench.declarations import declared, workload_definition
 from dlbench.errors import ConfigError
 from dlbench.spec_types import Convergence, Measure
 from dlbench.sweep import RunSet, run_id
-from dlbench.workloads.chestxray import definition as chestxray_definition
-from dlbench.workloads.imdb import definition as imdb_definition
-from dlbench.workloads.mnist import definition as mnist_definition
 
-# the training workloads it can measure, and the training run set of each (its first)
-TRAINING = {"mnist": mnist_definition.RUN_SETS[0], "imdb": imdb_definition.RUN_SETS[0],
-            "chestxray": chestxray_definition.RUN_SETS[0]}
+# the training workloads it can measure (those that declare their batches), and the training run set
+# of each (its first)
+BATCHES = declared("MEMORY_BATCHES")
+TRAINING = {workload: workload_definition(workload).RUN_SETS[0] for workload in BATCHES}
 MEASURED = tuple(TRAINING)
+# {workload: its big model, of memory.largest_batch.blocks}: the model the largest-batch search grows
+LARGEST_BATCH_MODELS = declared("LARGEST_BATCH_MODEL")
+if len(LARGEST_BATCH_MODELS) > 1:
+    raise ValueError(f"LARGEST_BATCH_MODEL declared by {', '.join(LARGEST_BATCH_MODELS)}: the search's files name "
+                     "no workload, so one workload at most declares it")
 
 
 def measured(config):
     """The training workloads the memory pass measures: memory.workloads, or the configured ones of MEASURED."""
     chosen = config["memory"]["workloads"]
     return chosen if chosen is not None else [w for w in MEASURED if w in config["workloads"]]
+
+
+def batches(config, workload):
+    """The batches the memory pass measures a workload at: memory.batches.<workload>, or its MEMORY_BATCHES."""
+    return list(config["memory"]["batches"].get(workload) or BATCHES[workload])
+
+
+def searched(config):
+    """The measured workload whose big model the largest-batch search grows, or None."""
+    return next((workload for workload in measured(config) if workload in LARGEST_BATCH_MODELS), None)
 
 
 def training(workload):
@@ -56,7 +74,7 @@ def memory_rows(workload):
             return []
         return [{**row, "batch": batch, "repeat": repeat}
                 for row in first_points(config, workload, frameworks)
-                for batch in memory["batches"][workload]
+                for batch in batches(config, workload)
                 for repeat in range(1, memory["repeats"] + 1)]
     return rows
 
@@ -92,42 +110,50 @@ def memory_run_set(workload):
 
 
 def search_template(config, framework, mode, threads):
-    """The spec the largest-batch search varies (batch 1): the framework's and mode's ChestX-ray
-    point with DenseNet of memory.largest_batch.blocks (DenseNet-121); None where the framework
-    has no such ChestX-ray point."""
-    rows = [row for row in first_points(config, "chestxray", [framework]) if row.get("mode") == mode]
+    """The spec the largest-batch search varies (batch 1): the framework's and mode's point of the
+    searched workload with its big model of memory.largest_batch.blocks (ChestX-ray's DenseNet-121);
+    None where the framework has no such point."""
+    workload = searched(config)
+    rows = [row for row in first_points(config, workload, [framework]) if row.get("mode") == mode]
     if not rows:
         return None
-    spec = memory_spec("chestxray")(config, {**rows[0], "batch": 1}, threads)
+    spec = memory_spec(workload)(config, {**rows[0], "batch": 1}, threads)
     # the search names each batch it tries: mode~<mode>_batch~<batch>
-    return dataclasses.replace(spec, model=chestxray_definition.densenet(config["memory"]["largest_batch"]["blocks"]),
+    return dataclasses.replace(spec, model=LARGEST_BATCH_MODELS[workload](config["memory"]["largest_batch"]["blocks"]),
                                run_id=run_id({"mode": mode}, ("mode",)))
 
 
 def searches(config, frameworks):
-    """(framework, mode) of every largest-batch search: each of its frameworks' ChestX-ray modes."""
-    if "chestxray" not in measured(config):
+    """(framework, mode) of every largest-batch search: each of its frameworks' modes of the searched workload."""
+    workload = searched(config)
+    if workload is None:
         return []
     chosen = config["memory"]["largest_batch"]["frameworks"]
     return [(framework, mode) for framework in frameworks if chosen is None or framework in chosen
-            for mode in config["chestxray"]["modes"][framework]]
+            for mode in config[workload]["modes"][framework]]
 
 
 RUN_SETS = tuple(memory_run_set(workload) for workload in MEASURED)
 FIGURES = ("peak-memory", "largest-batch")
 TABLES = ("peaks", "largest-batch", "saving")
 TARGET = None
+CLAIM_TABLES = ("memory-peaks",)
 
 
 def check(config):
-    """Every measured workload is a configured one, with its batches."""
+    """Every measured workload is a configured one that declares its batches (MEMORY_BATCHES)."""
     memory = config["memory"]
     for workload in measured(config):
+        if workload not in MEASURED:
+            raise ConfigError(f"config memory.workloads: {workload} declares no MEMORY_BATCHES: the memory pass "
+                              f"measures {', '.join(MEASURED)}")
         if workload not in config["workloads"]:
             raise ConfigError(f"config memory.workloads: {workload} is not in workloads {config['workloads']}: "
                               "its data and model would not be prepared")
-        if not memory["batches"].get(workload):
-            raise ConfigError(f"config memory.batches.{workload}: no batch to measure {workload} at")
+    for workload in memory["batches"]:
+        if workload not in MEASURED:
+            raise ConfigError(f"config memory.batches.{workload}: {workload} declares no MEMORY_BATCHES: the memory "
+                              f"pass measures {', '.join(MEASURED)}")
     for framework in memory["largest_batch"]["frameworks"] or []:
         if framework not in config["frameworks"]:
             raise ConfigError(f"config memory.largest_batch.frameworks: {framework} is not in frameworks "

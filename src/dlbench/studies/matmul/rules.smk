@@ -1,4 +1,4 @@
-# The matmul workload (the machine's peak): its runs are in rules/runs.smk (this folder's definition.py gives their grid
+# The matmul study (the machine's peak): its runs are in rules/runs.smk (this folder's definition.py gives their grid
 # and specs); here, the figures and the model FLOP utilisation of every run set that counts its
 # FLOPs (RunSet.flops), against the best framework's peak.
 MATMUL_FOLDER = Path(workflow.current_basedir)

@@ -2,7 +2,7 @@
 import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as backend
-from dlbench.workloads.matmul.task import Matmul
+from dlbench.studies.matmul.task import Matmul
 
 
 class TensorFlowMatmul(Matmul):
