@@ -34,8 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from dlbench import numerics  # noqa: E402
+from dlbench.machine import cpu, cpu_line
 from dlbench.numerics_probe import probe_spec  # noqa: E402
-from dlbench.record import cpu, cpu_line  # noqa: E402
 
 # The default shapes of the workloads (config.yaml): IMDB batch 64 over 100 tokens, DenseNet-121 batch 4.
 LSTM = {"vocabulary": 5000, "embedding": 128, "hidden": 128, "maxlen": 100, "classes": 2, "batch": 64, "lr": 1e-3}

@@ -3,18 +3,14 @@ framework's are faked at the smallest seam (nvidia-smi's output, torch.cuda.devi
 torch.distributed.init_process_group, the pynvml module) so that the real selection code runs:
 device resolution and its guard, PyTorch's process-group backend and DataParallel, NVML
 sampling, and the cuDNN autotune policy each backend sets and the record keeps."""
-import importlib
 import json
 import subprocess
-import sys
 import textwrap
-import types
 
 import pytest
 
 from conftest import venv_python
-from dlbench import monitor, numerics
-from dlbench import record as records
+from dlbench import machine, numerics
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.protocol import resolve_device
@@ -27,15 +23,15 @@ NVIDIA_SMI = "NVIDIA H100 80GB HBM3, 550.54.15, 81559 MiB\nNVIDIA H100 80GB HBM3
 
 
 def test_the_machine_s_gpus_are_read_from_nvidia_smi(monkeypatch):
-    monkeypatch.setattr(records, "_command", lambda *args: NVIDIA_SMI)
-    assert records.gpus() == [{"name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "memory": "81559 MiB"}] * 2
-    monkeypatch.setattr(records, "_command", lambda *args: None)  # no nvidia-smi
-    assert records.gpus() == []
+    monkeypatch.setattr(machine, "_command", lambda *args: NVIDIA_SMI)
+    assert machine.gpus() == [{"name": "NVIDIA H100 80GB HBM3", "driver": "550.54.15", "memory": "81559 MiB"}] * 2
+    monkeypatch.setattr(machine, "_command", lambda *args: None)  # no nvidia-smi
+    assert machine.gpus() == []
 
 
 def test_a_framework_that_sees_fewer_gpus_than_the_machine_stops_with_its_name():
     for requested in ("auto", "gpu"):
-        with pytest.raises(FrameworkError, match=r"mxnet sees 1 GPU\(s\) but this machine has 2: .*set device: cpu"):
+        with pytest.raises(FrameworkError, match=r"mxnet sees 1 GPU\(s\) but this machine has 2: .*set device_kind: cpu"):
             resolve_device("mxnet", requested, visible_gpus=1, machine_gpus=2, devices=1)
     with pytest.raises(FrameworkError, match="jax sees 0 GPU"):
         resolve_device("jax", "gpu", visible_gpus=0, machine_gpus=0, devices=1)  # gpu asked for, none here
@@ -85,21 +81,21 @@ def test_pytorch_picks_nccl_on_gpus_gloo_on_cpus_and_dataparallel_only_with_gpus
     out = run_in("pytorch", """
     import torch
     import torch.distributed as dist
-    from dlbench import protocol, record
+    from dlbench import machine, protocol
     from dlbench.errors import NotApplicable
     from dlbench.frameworks import pytorch as backend
 
     # four GPUs on the machine and in torch: only the counts and the calls a GPU would answer are faked
-    record._command = lambda *args: "\\n".join(["NVIDIA H100, 550.54.15, 81559 MiB"] * 4)
+    machine._command = lambda *args: "\\n".join(["NVIDIA H100, 550.54.15, 81559 MiB"] * 4)
     torch.cuda.device_count = lambda: 4
     torch.cuda.set_device = lambda device: None
     groups = []
     dist.init_process_group = lambda backend, **kwargs: groups.append((backend, kwargs["world_size"]))
 
     out = {"resolved": {}, "backends": {}, "dp": {}}
-    for kind, machine in (("gpu", record.gpus()), ("cpu", [])):
+    for kind, gpus in (("gpu", machine.gpus()), ("cpu", [])):
         ddp = SPECS["ddp"]
-        device_kind = protocol.resolve_device("pytorch", "auto", backend.visible_gpus(), len(machine), ddp.devices)
+        device_kind = protocol.resolve_device("pytorch", "auto", backend.visible_gpus(), len(gpus), ddp.devices)
         out["resolved"][kind] = device_kind
         placement = backend.setup(ddp, device_kind, 1)
         out["backends"][kind] = [*groups.pop(), str(placement.handles["device"])]

@@ -242,11 +242,12 @@ def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(t
     planned rounds, not queued behind the training order), then the units and the final test
     evaluation; the same losses and metrics with and without workers."""
     code = """
-    from dlbench.clock import Results, run_blocks, RunClock
+    from dlbench.clock import run_blocks, RunClock
+    from dlbench.result_file import ResultFile
     out = {}
     for name in ("w0", "w2"):
         w = workload(name)
-        results = Results(SPECS[name] + ".results.json")
+        results = ResultFile(SPECS[name] + ".results.json")
         clock = RunClock(w.spec, w.placement, backend, w, results)
         run_blocks(w, clock)
         planned = list(w.eval_loader.rounds_left)

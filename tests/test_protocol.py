@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.clock import Block, epoch_order, Plan, run_order
+from dlbench.clock import Block, Plan, epoch_order, run_order
 from dlbench.spec_types import Convergence, Measure
 from dlbench.specs import spec_to_json
 from specs import smoke_spec
@@ -238,8 +238,9 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
     contended unit from the mean over the processes, so all of them run the same blocks."""
     from types import SimpleNamespace
 
-    from dlbench.clock import Results, RunClock
+    from dlbench.clock import RunClock
     from dlbench.contract import Placement
+    from dlbench.result_file import ResultFile
 
     spec = SimpleNamespace(measure=measure(min_unit_seconds=0.0, min_unit_steps=4, max_contended_reruns=2),
                            global_batch=2, seed=0, convergence=Convergence(steps=0, eval_every=1), framework="fake")
@@ -257,7 +258,7 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
             return {"other_cpu_s": 1.5 * 0.04}
 
     def blocks_of(rank):
-        results = Results(tmp_path / f"{rank}.json") if rank == 0 else None
+        results = ResultFile(tmp_path / f"{rank}.json") if rank == 0 else None
         clock = RunClock(spec, Placement(rank, 2, "cpu", 1, 1), FakeBackend(rank, mean_over_processes),
                          SimpleNamespace(n_train=64), results)
         clock.meter = Meter() if rank == 0 else None

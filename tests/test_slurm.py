@@ -39,7 +39,7 @@ def job_resources(dry_run_output):
 @pytest.mark.parametrize("profile", ["slurm", "kubernetes"])
 def test_a_cluster_profile_asks_for_what_each_point_needs(profile, tmp_path):
     """The executor's resources come from the point: nodes and one task per node, the node's
-    cores, GPUs only with device: gpu, memory by workload, time from the workload's timeout."""
+    cores, GPUs only with device_kind: gpu, memory by workload, time from the workload's timeout."""
     alone = tmp_path / "alone.yaml"  # one run at a time, as every measurement (the smoke preset: two)
     alone.write_text("measurement: {runs_at_once: 1}\n")
     dry = snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",

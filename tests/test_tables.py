@@ -4,12 +4,20 @@ import pandas as pd
 import pytest
 
 from dlbench.frameworks import FRAMEWORKS
-
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
+from dlbench.tables import (
+    RecordError,
+    environment_rows,
+    load_records,
+    run_row,
+    tables,
+    time_to_target,
+    units_table,
+    unsuccessful,
+    utilisation_rows,
+)
 from dlbench.workloads.mnist.definition import COLUMNS as MNIST_COLUMNS
-from dlbench.tables import (RecordError, environment_rows, load_records, run_row, tables, time_to_target, units_table,
-                            unsuccessful, utilisation_rows)
 from specs import smoke_spec
 
 
@@ -243,12 +251,12 @@ def test_the_runs_table_says_the_numerics_and_the_environment_table_the_cpu(tmp_
 
 
 def test_the_environment_says_the_kernel_s_huge_page_mode(tmp_path, monkeypatch):
-    from dlbench import record as record_module
+    from dlbench import machine
 
     enabled = tmp_path / "enabled"
-    monkeypatch.setattr(record_module, "TRANSPARENT_HUGE_PAGES", enabled)
-    assert record_module.huge_pages() is None  # a kernel that does not say
+    monkeypatch.setattr(machine, "TRANSPARENT_HUGE_PAGES", enabled)
+    assert machine.huge_pages() is None  # a kernel that does not say
     enabled.write_text("always [madvise] never\n")
-    assert record_module.huge_pages() == "madvise"
+    assert machine.huge_pages() == "madvise"
     enabled.write_text("[always] madvise never\n")
-    assert record_module.environment()["huge_pages"] == "always"
+    assert machine.environment()["huge_pages"] == "always"

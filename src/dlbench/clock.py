@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dlbench.machine import CpuMeter
-from dlbench.record import contended_unit, write_json
+from dlbench.machine_load import CpuMeter
+from dlbench.record import contended_unit
 
 
 def now():
@@ -52,26 +52,6 @@ def run_order(n_samples, global_batch, seed, steps):
         epochs.append(np.full(len(orders[-1]), epoch))
         total += len(orders[-1])
     return np.concatenate(orders)[:steps], np.concatenate(epochs)[:steps]
-
-
-class Results:
-    """What the first process reports, flushed after every block so that a crash keeps the
-    blocks that finished."""
-
-    def __init__(self, path):
-        self.path = path
-        self.data = {"status": "running", "segments": [], "units": []}
-
-    def update(self, **values):
-        self.data.update(values)
-        write_json(self.path, self.data)
-
-    def block(self, kind, **values):
-        """A convergence segment or a throughput unit."""
-        self.data["segments" if kind == "segment" else "units"].append({"kind": kind, **values})
-        write_json(self.path, self.data)
-        print(f"{kind} {values['index']}: {values['steps']} steps, {values['wall_s']:.3f} s, loss {values['loss']}"
-              + (f", {values['metric']}" if kind == "segment" else ""), flush=True)
 
 
 # Calibration aims this far above min_unit_seconds: units calibrated just above it dipped under it

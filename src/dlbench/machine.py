@@ -1,83 +1,128 @@
-"""What the machine was doing while a unit was timed: CPU time stolen from it (by the
-hypervisor), CPU time used by processes outside the run, the CPUs the run may use, and the
-run's minor page faults (a path that returns memory to the system and faults it back in,
-e.g. glibc's trim threshold lowered, shows there).
-
-A slow unit with steal or other processes' CPU beside it is the machine, not the framework.
-Read before and after each timed unit, outside the clock:
-
-    meter = CpuMeter()            # the calling process and everything it starts
-    before = meter.read()
-    ...                           # the timed unit
-    usage = meter.usage(before, meter.read())
-"""
+"""The machine and software a run ran on: its CPU (model, flags), GPUs, huge pages, packages
+and interpreter, as every run record holds them (dlbench.record) and the frameworks read them."""
+import importlib.metadata
 import os
+import platform
+import socket
+import subprocess
+from pathlib import Path
 
-import psutil
+from dlbench.envs import running_interpreter
+
+REPO = Path(__file__).resolve().parents[2]
 
 
-def allowed_cpus():
-    """How many CPUs this process may run on (its affinity; cgroup quotas are not seen)."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
+
+
+def _command(*args):
     try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count()
+        out = subprocess.run(args, capture_output=True, text=True, timeout=20, cwd=REPO)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
 
 
-class CpuMeter:
-    """CPU seconds of the machine and of one process tree (the run)."""
-
-    def __init__(self, pid=None):
-        self.root = psutil.Process(pid or os.getpid())
-
-    @classmethod
-    def of_group(cls):
-        """The tree of this process group's leader (a run's trainer leads the group of all its
-        processes), or of this process where the leader is not there."""
-        try:
-            return cls(os.getpgid(0))
-        except psutil.Error:
-            return cls()
-
-    def _run_totals(self):
-        """(user + system seconds, minor page faults) of the run's processes: the root, its live
-        descendants, and the children it has already waited for."""
-        seconds, faults = 0.0, 0
-        for process in [self.root, *self.root.children(recursive=True)]:
-            try:
-                times = process.cpu_times()
-            except psutil.Error:  # ended between listing and reading
-                continue
-            seconds += times.user + times.system
-            faults += minor_faults(process.pid, with_children=process is self.root)
-            if process is self.root:
-                seconds += times.children_user + times.children_system
-        return seconds, faults
-
-    def read(self):
-        machine = psutil.cpu_times()
-        busy = machine.user + machine.nice + machine.system + machine.irq + machine.softirq
-        run, faults = self._run_totals()
-        return {"busy": busy, "steal": getattr(machine, "steal", 0.0), "run": run, "faults": faults}
-
-    @staticmethod
-    def usage(before, after):
-        """{steal_s, other_cpu_s, run_cpu_s, minor_faults, cpus} between two readings: CPU seconds
-        stolen from the machine, used by processes outside the run, and used by the run; the
-        run's minor page faults."""
-        run = after["run"] - before["run"]
-        busy = after["busy"] - before["busy"]
-        return {"steal_s": after["steal"] - before["steal"], "other_cpu_s": max(0.0, busy - run),
-                "run_cpu_s": run, "minor_faults": max(0, after["faults"] - before["faults"]), "cpus": allowed_cpus()}
-
-
-def minor_faults(pid, with_children=False):
-    """Minor page faults of a process (and of its children it has waited for): /proc/PID/stat's
-    minflt and cminflt; 0 where there is no /proc or the process has ended."""
+def cpu_model():
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
     except OSError:
-        return 0
-    # after the command's closing parenthesis: state is field 3, minflt 10, cminflt 11
-    return int(fields[7]) + (int(fields[8]) if with_children else 0)
+        pass
+    return platform.processor() or None
+
+
+# The instruction-set extensions that decide which kernels the frameworks run (/proc/cpuinfo's names).
+
+DECISIVE_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd",
+                  "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx512ifma", "avx512vbmi", "avx_vnni", "amx_tile",
+                  "amx_bf16", "amx_int8")
+
+
+def _number(text):
+    return int(text) if text is not None and text.isdigit() else text
+
+
+def cpu():
+    """The CPU exactly, from the first processor of /proc/cpuinfo: vendor, family, model,
+    stepping, model name, microcode, and the decisive instruction-set flags it has (None where
+    the machine does not say, e.g. on ARM, where these fields have other names)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+    except OSError:
+        first = ""
+    fields = {}
+    for line in first.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    return {"vendor": fields.get("vendor_id"), "family": _number(fields.get("cpu family")),
+            "model": _number(fields.get("model")), "stepping": _number(fields.get("stepping")),
+            "model_name": fields.get("model name") or platform.processor() or None,
+            "microcode": fields.get("microcode"), "flags": [flag for flag in DECISIVE_FLAGS if flag in flags]}
+
+
+def cpu_line(cpu):
+    """'<vendor> family F model M stepping S <model name>': a record's environment.cpu in one string."""
+    return " ".join(str(part) for part in (cpu.get("vendor"), "family", cpu.get("family"), "model", cpu.get("model"),
+                                           "stepping", cpu.get("stepping"), cpu.get("model_name")))
+
+
+def gpus():
+    """GPU model and driver from nvidia-smi; an empty list where there is none."""
+    out = _command("nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader")
+    if not out:
+        return []
+    rows = [line.split(", ") for line in out.splitlines()]
+    return [{"name": r[0], "driver": r[1], "memory": r[2]} for r in rows if len(r) == 3]
+
+
+def packages():
+    """The resolved package list of this interpreter's environment, {distribution: version}:
+    what `pip freeze` says, read from the installed distributions' metadata."""
+    found = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found[name.lower()] = dist.version
+    return dict(sorted(found.items()))
+
+
+TRANSPARENT_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def huge_pages():
+    """The kernel's transparent huge page mode (always, madvise or never; None where it does not say).
+    It decides what a page fault costs a framework whose allocator gives memory back every step
+    (README, "What makes two processes differ"): under `always` such a framework faults 2 MiB at a
+    time, under `madvise` 4 KiB unless it asks."""
+    try:
+        text = TRANSPARENT_HUGE_PAGES.read_text()
+    except OSError:
+        return None
+    chosen = [word[1:-1] for word in text.split() if word.startswith("[")]
+    return chosen[0] if chosen else None
+
+
+def environment():
+    """The machine and software a run ran on (framework versions are added by the framework)."""
+    commit = _command("git", "rev-parse", "HEAD")
+    dirty = _command("git", "status", "--porcelain", "--untracked-files=no")
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_model": cpu_model(),
+        "cpu": cpu(),
+        "cpu_count": os.cpu_count(),
+        "huge_pages": huge_pages(),
+        "gpus": gpus(),
+        "git_commit": commit,
+        "git_dirty": bool(dirty) if commit else None,
+        "thread_variables": {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ},
+        "packages": packages(),
+        # a venv built from the env file, a conda env, or the user's own (config interpreters)
+        "interpreter": running_interpreter(),
+    }

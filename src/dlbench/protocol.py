@@ -29,7 +29,7 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
      per batch returns the loss on the device, summed there: no host synchronisation per
      step; `backend.sync` waits for the device (and every process); the clock stops; the
      loss is read after that. Around the clock, outside it, the first process reads what
-     the machine did (`dlbench.machine`: CPU stolen, other processes' CPU, the run's CPU and
+     the machine did (`dlbench.machine_load`: CPU stolen, other processes' CPU, the run's CPU and
      minor page faults).
    - First the convergence segments (`convergence.steps`, evaluated every
      `convergence.eval_every` steps on the first process, timed apart: `eval_s`), from the
@@ -71,14 +71,15 @@ import time
 from pathlib import Path
 
 from dlbench import nodes, numerics
-from dlbench.clock import Results, RunClock, run_blocks, timed
+from dlbench.clock import RunClock, run_blocks, timed
 from dlbench.definitions import workload_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start
+from dlbench.machine import gpus
 from dlbench.processes import die_with_parent, kill_group
-from dlbench.record import gpus, write_json
+from dlbench.record import write_json
+from dlbench.result_file import ResultFile
 from dlbench.specs import spec_from_dict, spec_to_dict
-
 
 TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
 # time.time() of the start-up's steps, in the environment: data-parallel ranks are new processes
@@ -100,7 +101,7 @@ def resolve_device(framework, requested, visible_gpus, machine_gpus, devices):
     if visible_gpus < machine_gpus or visible_gpus == 0:
         raise FrameworkError(
             f"{framework} sees {visible_gpus} GPU(s) but this machine has {machine_gpus}: its build in "
-            f"this environment cannot use them (device: {requested}); set device: cpu to compare on CPUs")
+            f"this environment cannot use them (device_kind: {requested}); set device_kind: cpu to compare on CPUs")
     if visible_gpus < devices:
         raise NotApplicable(f"{devices} GPUs asked for, this machine has {visible_gpus}")
     return "gpu"
@@ -151,7 +152,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
     cache_files_before = cache_files(cache)
     placement = backend.setup(spec, device_kind, rank)
     set_up = time.time()
-    results = Results(result_path) if placement.rank == 0 else None
+    results = ResultFile(result_path) if placement.rank == 0 else None
     workload = workload_class(spec)(spec, placement, backend)
     workload.scratch = Path(result_path).resolve().parent  # the harness's folder, removed however the run ends
     workload.build()

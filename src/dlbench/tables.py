@@ -6,7 +6,8 @@ import pandas as pd
 
 from dlbench.definitions import run_set
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.record import contended_unit, cpu_line
+from dlbench.machine import cpu_line
+from dlbench.record import contended_unit
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_from_dict
 

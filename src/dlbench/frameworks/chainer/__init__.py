@@ -26,8 +26,8 @@ from dlbench.contract import Placement
 from dlbench.errors import FrameworkError
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
+from dlbench.machine import gpus
 from dlbench.numerics import denormals, flushed
-from dlbench.record import gpus
 
 STRATEGIES = ("none", *FRAMEWORKS["chainer"].strategies)
 RANK_MODULE = ranks.__name__  # what each MPI process runs

@@ -21,13 +21,13 @@ import subprocess
 import sys
 import traceback
 
-from dlbench.frameworks import FRAMEWORKS, reported
-from dlbench.nodes import devices_per_node, this_node
-from dlbench.numerics import denormals, flushed
 from dlbench.contract import Placement
 from dlbench.errors import FrameworkError
+from dlbench.frameworks import FRAMEWORKS, reported
+from dlbench.machine import gpus
+from dlbench.nodes import devices_per_node, this_node
+from dlbench.numerics import denormals, flushed
 from dlbench.processes import die_with_parent
-from dlbench.record import gpus
 
 STRATEGIES = ("none", *FRAMEWORKS["mxnet"].strategies)
 # The kvstore key of mean_over_processes' sums: beyond every Trainer's parameter indices (its

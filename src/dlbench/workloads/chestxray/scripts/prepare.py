@@ -12,12 +12,21 @@ import os
 from multiprocessing import Pool
 from pathlib import Path
 
-from dlbench.cli import positive_int
+from dlbench.argument_types import positive_int
 from dlbench.errors import DataError
 from dlbench.workloads.chestxray.images import check_image
-from dlbench.workloads.chestxray.labels import (DEFAULT_FRACTIONS, SPLITS, choose_subset, listed_path, patient_split,
-                                                read_labels_csv, read_nih_labels, read_wheel_labels, write_labels_csv,
-                                                write_manifest)
+from dlbench.workloads.chestxray.labels import (
+    DEFAULT_FRACTIONS,
+    SPLITS,
+    choose_subset,
+    listed_path,
+    patient_split,
+    read_labels_csv,
+    read_nih_labels,
+    read_wheel_labels,
+    write_labels_csv,
+    write_manifest,
+)
 from dlbench.workloads.chestxray.synthetic import save_png, synthetic_image
 
 MANIFEST_COLUMNS = ("image", "path", "source")

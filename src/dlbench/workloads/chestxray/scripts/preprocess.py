@@ -11,10 +11,10 @@ import time
 from multiprocessing import Pool
 from pathlib import Path
 
-from dlbench.cli import positive_int
+from dlbench.argument_types import positive_int
 from dlbench.errors import DataError
 from dlbench.files import staged
-from dlbench.workloads.chestxray.images import READERS, FORMATS, RESIZED_SIZE, prepare_reader, resize_file
+from dlbench.workloads.chestxray.images import FORMATS, READERS, RESIZED_SIZE, prepare_reader, resize_file
 from dlbench.workloads.chestxray.labels import listed_path, read_manifest, write_manifest
 
 
