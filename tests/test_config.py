@@ -234,3 +234,19 @@ def test_an_old_style_config_plans_what_the_new_key_plans_saying_so_once(tmp_pat
         warned = (proc.stdout + proc.stderr).count("warning: config workloads:")
         assert warned == (1 if name == "old" else 0), name
     assert planned["old"] == planned["new"] and any("results/runs/onnx/" in p for p in planned["old"])
+
+
+def test_a_renamed_key_or_value_is_taken_under_its_new_name_with_a_warning(tmp_path, capsys):
+    """device -> device_kind and ChestX-ray's input device -> resident (one word per meaning): an old
+    config means what it meant for one release (over config.yaml's new key), each rename said once."""
+    old = tmp_path / "old.yaml"
+    old.write_text("device: cpu\nchestxray: {inputs: [synthetic, device]}\n")
+    config = load_config(REPO / "config.yaml", old)
+    assert config["device_kind"] == "cpu" and "device" not in config
+    assert config["chestxray"]["inputs"] == ["synthetic", "resident"]
+    err = capsys.readouterr().err
+    assert "warning: config device: renamed to device_kind" in err
+    assert "warning: config chestxray.inputs: device renamed to resident" in err and err.count("warning:") == 2
+    new = tmp_path / "new.yaml"
+    new.write_text("device_kind: cpu\nchestxray: {inputs: [synthetic, resident]}\n")
+    assert load_config(REPO / "config.yaml", new) == config and "warning" not in capsys.readouterr().err

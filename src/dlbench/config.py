@@ -30,16 +30,42 @@ def studies_as_workloads(config, warn=None):
     return config
 
 
+# Renamed so that one word has one meaning; an old config keeps working for this release, with a
+# warning naming the new key or value: {old top-level key: new key}.
+RENAMED_KEYS = {"device": "device_kind"}
+
+
+def take_renamed(config, warn=None):
+    """Read a renamed key (RENAMED_KEYS) or value (a definition's RENAMED_VALUES: {key in its section:
+    {old value: new value}}) under its new name, printing one warning each that names the new one."""
+    for old, new in RENAMED_KEYS.items():
+        if old in config:  # only a user's file sets it (config.yaml sets the new key): it wins
+            config[new] = config.pop(old)
+            print(f"warning: config {old}: renamed to {new} (taken as {new}: {config[new]} for this release)",
+                  file=warn or sys.stderr)
+    for name in (*WORKLOADS, *STUDIES):
+        section = config.get(name)
+        for key, values in getattr(definition(name), "RENAMED_VALUES", {}).items():
+            listed = section.get(key) if isinstance(section, dict) else None
+            renamed = [v for v in listed or [] if v in values] if isinstance(listed, list) else []
+            if renamed:
+                section[key] = [values.get(v, v) for v in listed]
+                print(f"warning: config {name}.{key}: {', '.join(renamed)} renamed to "
+                      f"{', '.join(values[v] for v in renamed)} (taken so for this release)", file=warn or sys.stderr)
+
+
 def check_renamed(config):
     """Stop on a key that was renamed so that one word has one meaning (a study renamed, dlbench.studies'
     RENAMED; a workload or study definition's RENAMED: {old key in its section: new key}), naming both,
     before the schema would call the old one merely unknown. Take the studies a config lists under
-    workloads as studies, with a warning (studies_as_workloads)."""
+    workloads as studies, and a renamed key or value under its new name, each with a warning
+    (studies_as_workloads, take_renamed)."""
     for old, new in RENAMED.items():
         for key in ("workloads", "studies"):
             if old in (config.get(key) or []):
                 raise ConfigError(f"config {key}: study {old!r} renamed to {new!r}")
     studies_as_workloads(config)
+    take_renamed(config)
     for workload in (*WORKLOADS, *STUDIES):
         for old, new in getattr(definition(workload), "RENAMED", {}).items():
             section = config.get(workload)

@@ -16,6 +16,8 @@ captions; nothing outside it names the workload):
     check(config)   what the schema cannot check of its section (raise dlbench.errors.ConfigError;
                     dlbench.sweep checks its strategies, modes and batches)
     RENAMED     (optional) {old key in its section: new key}: an old key stops, naming the new
+    RENAMED_VALUES (optional) {key in its section: {old value: new value}}: an old value is taken
+                as the new for a release, with a warning naming it (dlbench.config.take_renamed)
   and what the studies read of it (dlbench.studies), each optional, plain data: a workload that
   declares nothing for a study is not in it:
     DATA_RULES  the names of its rules that prepare its data (each with a benchmark: file,

@@ -293,6 +293,9 @@ TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput on
 RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch", "loader_workers": "loader.workers",
            "decode_workers": "decode.workers",
            "benchmark_images": "preprocess.images, chestxray.decode.images and chestxray.loader.images"}
+# An input kept on the device is `resident` (a device is what `devices` counts): an old config's
+# `device` is taken as it for this release, with a warning (dlbench.config.take_renamed).
+RENAMED_VALUES = {"inputs": {"device": "resident"}}
 # What the studies read of it (dlbench.workloads says what each is): the memory pass searches the
 # largest batch of DenseNet of memory.largest_batch.blocks; the export trains DenseNet (chestxray.blocks)
 # on synthetic inputs
