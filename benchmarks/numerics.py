@@ -9,7 +9,7 @@
 
 Every measurement is a fresh process in the framework's environment (the venv of
 envs/<framework>.yaml), which applies the policy as the training process does (first, before
-the framework is imported), sets the framework up with the project's backend (threads, and
+the framework is imported), sets the framework up with the project's adapter (threads, and
 PyTorch's set_flush_denormal under flush), builds the workload module's model, runs warm-up
 steps, then times `steps` steps (the device queue drained before the clock stops) and
 reports seconds per step and what the framework's probe says (flushes or not). Rounds run
@@ -78,7 +78,7 @@ def pytorch_step(model, mkldnn):
     return step, lambda: None  # the CPU computes synchronously
 
 
-def mxnet_step(placement, backend):
+def mxnet_step(placement, adapter):
     import mxnet as mx
     import numpy as np
     from mxnet import gluon
@@ -87,18 +87,18 @@ def mxnet_step(placement, backend):
     from dlbench.workloads.imdb.mxnet import build_model
 
     mx.random.seed(0)
-    ctx = backend.contexts(placement)[0]
+    ctx = adapter.contexts(placement)[0]
     net = build_model(LSTM["vocabulary"], LSTM["embedding"], LSTM["hidden"], LSTM["classes"])
     net.initialize(mx.init.Xavier(), ctx=ctx)
     net.hybridize(static_alloc=True)  # as the workload module
-    trainer = backend.make_trainer(net.collect_params(), Adam(LSTM["lr"], 0.9, 0.999, 1e-7), placement)
+    trainer = adapter.make_trainer(net.collect_params(), Adam(LSTM["lr"], 0.9, 0.999, 1e-7), placement)
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     rng = np.random.default_rng(0)
     tokens = mx.nd.array(rng.integers(0, LSTM["vocabulary"], (LSTM["batch"], LSTM["maxlen"])), ctx=ctx, dtype="int32")
     labels = mx.nd.array(rng.integers(0, LSTM["classes"], LSTM["batch"]), ctx=ctx, dtype="float32")
 
     def step():
-        backend.train_step(net, loss_fn, trainer, placement, tokens, labels)
+        adapter.train_step(net, loss_fn, trainer, placement, tokens, labels)
 
     return step, mx.nd.waitall  # the engine is asynchronous
 
@@ -127,16 +127,16 @@ def measure(args):
     """One variant in this process: the policy first, as dlbench.protocol.main applies it."""
     spec = probe_spec(args.framework, args.policy, args.threads)
     numerics.apply(spec.numerics)
-    from dlbench.protocol import backend_of
+    from dlbench.protocol import adapter_of
 
-    backend = backend_of(spec)
-    if hasattr(backend, "configure"):
-        backend.configure(spec)
-    placement = backend.setup(spec, "cpu", 0)
+    adapter = adapter_of(spec)
+    if hasattr(adapter, "configure"):
+        adapter.configure(spec)
+    placement = adapter.setup(spec, "cpu", 0)
     if args.framework == "pytorch":
         step, sync = pytorch_step(args.model, {"on": True, "off": False}.get(args.mkldnn))
     elif args.framework == "mxnet":
-        step, sync = mxnet_step(placement, backend)
+        step, sync = mxnet_step(placement, adapter)
     else:
         step, sync = keras_step()
     for _ in range(args.warmup):
@@ -147,7 +147,7 @@ def measure(args):
         step()
     sync()
     seconds = time.perf_counter() - start
-    print(json.dumps({"s_per_step": seconds / args.steps, "framework_flushes": backend.flushes_denormals()}),
+    print(json.dumps({"s_per_step": seconds / args.steps, "framework_flushes": adapter.flushes_denormals()}),
           flush=True)
     os._exit(0)  # frameworks may leave non-daemon threads behind
 

@@ -28,7 +28,7 @@ from dlbench.config import check_config
 from dlbench.definitions import definition, definition_module, run_sets, workload_module
 from dlbench.envs import env_file, interpreter_error, venv_damage, venv_interpreter
 from dlbench.errors import ConfigError
-from dlbench.frameworks import PRIVATE_API_OVERRIDE, backend_modules
+from dlbench.frameworks import PRIVATE_API_OVERRIDE, adapter_modules
 from dlbench.provenance import code_files
 from dlbench.record import read_record
 from dlbench.run_schema import record_error
@@ -117,10 +117,10 @@ def script_inputs(script, modules=()):
 
 
 def run_code(spec):
-    """The code a run executes: the harness and protocol, the framework's backend, the run set's
+    """The code a run executes: the harness and protocol, the framework's adapter, the run set's
     module for the framework (for a run of no framework, its task) and the workload's definition
     (its spec, its initial weights), with everything they import."""
-    return [local(f) for f in code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *backend_modules(spec.framework),
+    return [local(f) for f in code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *adapter_modules(spec.framework),
                                     workload_module(spec.workload, spec.framework),
                                     definition_module(RUN_SETS[spec.workload][0])])]
 

@@ -1,4 +1,4 @@
-"""The Chainer backend (dlbench.frameworks.chainer) and its workload modules, run in the chainer
+"""The Chainer adapter (dlbench.frameworks.chainer) and its workload modules, run in the chainer
 environment: its runs of the session's smoke run (its version, processes and BLAS), ChainerMN
 over 2 MPI processes (mpiexec) against 1 process (the same global batches, in order, and the
 same losses), a failing rank or a missing mpiexec stopping the launch with a message, the
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 
 STEPS = 3  # steps of the batch-order probe
 
-# A target for the backend's launch, imported by name in every MPI rank (its folder is put on
+# A target for the adapter's launch, imported by name in every MPI rank (its folder is put on
 # PYTHONPATH): the workload built as a run builds it, then the first STEPS batches of the run's
 # order, this rank's slice of each: its indices, whether the batch holds those images, the loss.
 PROBE = '''
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.clock import run_order
-from dlbench.protocol import backend_of, workload_class
+from dlbench.protocol import adapter_of, workload_class
 from dlbench.specs import spec_from_dict
 
 STEPS = {steps}
@@ -36,9 +36,9 @@ STEPS = {steps}
 
 def batch_order(rank, spec_dict, out_path, device_kind):
     spec = spec_from_dict(spec_dict)
-    backend = backend_of(spec)
-    placement = backend.setup(spec, device_kind, rank)
-    workload = workload_class(spec)(spec, placement, backend)
+    adapter = adapter_of(spec)
+    placement = adapter.setup(spec, device_kind, rank)
+    workload = workload_class(spec)(spec, placement, adapter)
     workload.build()
     order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, STEPS)
     local = placement.local(order)
@@ -48,31 +48,31 @@ def batch_order(rank, spec_dict, out_path, device_kind):
                       "loss": float(workload.train_step((images, labels)))}})
     Path(out_path).with_name(f"rank{{placement.rank}}.json").write_text(
         json.dumps({{"processes": placement.processes, "steps": steps}}))
-    backend.teardown(placement)
+    adapter.teardown(placement)
 
 
 def fails(rank, spec_dict, out_path, device_kind):
     spec = spec_from_dict(spec_dict)
-    backend = backend_of(spec)
-    placement = backend.setup(spec, device_kind, rank)
+    adapter = adapter_of(spec)
+    placement = adapter.setup(spec, device_kind, rank)
     if rank == 1:
         raise RuntimeError("rank 1 fails on purpose")
-    backend.barrier(placement)  # rank 0 waits for rank 1, until mpiexec ends the job
+    adapter.barrier(placement)  # rank 0 waits for rank 1, until mpiexec ends the job
 '''.format(steps=STEPS)
 
 
 def launch(target, spec, tmp_path, workdir, env=None):
-    """The chainer backend's launch of probe.<target> for `spec`, in the chainer environment;
+    """The chainer adapter's launch of probe.<target> for `spec`, in the chainer environment;
     the completed process."""
     (tmp_path / "probe.py").write_text(PROBE)
     out = tmp_path / "out" / "result.json"
     out.parent.mkdir(exist_ok=True)
     code = textwrap.dedent(f"""
         import json, probe
-        from dlbench.frameworks import chainer as backend
+        from dlbench.frameworks import chainer as adapter
         from dlbench.specs import spec_from_dict
         spec_dict = json.loads({json.dumps(spec_to_dict(spec))!r})
-        backend.launch(spec_from_dict(spec_dict), probe.{target}, (spec_dict, {str(out)!r}, "cpu"))
+        adapter.launch(spec_from_dict(spec_dict), probe.{target}, (spec_dict, {str(out)!r}, "cpu"))
         """)
     env = {**os.environ, **(env or {})}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])

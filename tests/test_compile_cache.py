@@ -79,6 +79,6 @@ def test_the_record_times_the_start_up_step_by_step(caches, framework, mode):
 
 def test_a_framework_that_compiles_nothing_it_can_keep_says_so():
     for framework in ("mxnet", "chainer"):
-        code = f"from dlbench.frameworks import {framework} as backend; print(backend.compile_cache('x'))"
+        code = f"from dlbench.frameworks import {framework} as adapter; print(adapter.compile_cache('x'))"
         proc = subprocess.run([venv_python(framework), "-c", code], capture_output=True, text=True, check=True)
         assert proc.stdout.strip() == "{}"

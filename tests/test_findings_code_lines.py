@@ -39,7 +39,7 @@ class Circle:
 that is a value"""
 '''
 TASK = '"""The shared part."""\nclass Task:\n    pass\n'
-BACKEND = "# the backend\nDEVICE = 'cpu'\n\n\ndef device():\n    return DEVICE\n"
+BACKEND = "# the adapter\nDEVICE = 'cpu'\n\n\ndef device():\n    return DEVICE\n"
 
 
 def write_tree(root, files):
@@ -72,7 +72,7 @@ def test_lines_are_counted_without_comments_docstrings_and_blank_lines(tmp_path)
                                         "frameworks/pytorch/step.py": MODULE})
     row = count(tmp_path, src, ["matmul"], ["pytorch"]).loc["pytorch"]
     assert row["module"] == "dlbench/studies/matmul/pytorch.py"
-    assert (row["code_lines"], row["shared_lines"], row["backend_lines"]) == (10, 2, 3 + 10)
+    assert (row["code_lines"], row["shared_lines"], row["adapter_lines"]) == (10, 2, 3 + 10)
     assert not row["module_shared"]
     assert pd.isna(row["samples_per_s"])  # no points table: no speed
 
@@ -120,4 +120,4 @@ def test_a_counted_file_that_is_no_input_of_the_rule_stops_the_count(tmp_path):
 def test_every_framework_s_mnist_module_has_lines(tmp_path):
     table = count(tmp_path, SRC, ["mnist"], list(FRAMEWORKS))
     assert set(table.index) == set(FRAMEWORKS)
-    assert (table[["code_lines", "backend_lines", "shared_lines"]] > 0).all().all()
+    assert (table[["code_lines", "adapter_lines", "shared_lines"]] > 0).all().all()

@@ -2,7 +2,7 @@
 framework's are faked at the smallest seam (nvidia-smi's output, torch.cuda.device_count,
 torch.distributed.init_process_group, the pynvml module) so that the real selection code runs:
 device resolution and its guard, PyTorch's process-group backend and DataParallel, NVML
-sampling, and the cuDNN autotune policy each backend sets and the record keeps."""
+sampling, and the cuDNN autotune policy each adapter sets and the record keeps."""
 import json
 import subprocess
 import textwrap
@@ -83,7 +83,7 @@ def test_pytorch_picks_nccl_on_gpus_gloo_on_cpus_and_dataparallel_only_with_gpus
     import torch.distributed as dist
     from dlbench import machine, protocol
     from dlbench.errors import NotApplicable
-    from dlbench.frameworks import pytorch as backend
+    from dlbench.frameworks import pytorch as adapter
 
     # four GPUs on the machine and in torch: only the counts and the calls a GPU would answer are faked
     machine._command = lambda *args: "\\n".join(["NVIDIA H100, 550.54.15, 81559 MiB"] * 4)
@@ -92,15 +92,15 @@ def test_pytorch_picks_nccl_on_gpus_gloo_on_cpus_and_dataparallel_only_with_gpus
     groups = []
     dist.init_process_group = lambda backend, **kwargs: groups.append((backend, kwargs["world_size"]))
 
-    out = {"resolved": {}, "backends": {}, "dp": {}}
+    out = {"resolved": {}, "adapters": {}, "dp": {}}
     for kind, gpus in (("gpu", machine.gpus()), ("cpu", [])):
         ddp = SPECS["ddp"]
-        device_kind = protocol.resolve_device("pytorch", "auto", backend.visible_gpus(), len(gpus), ddp.devices)
+        device_kind = protocol.resolve_device("pytorch", "auto", adapter.visible_gpus(), len(gpus), ddp.devices)
         out["resolved"][kind] = device_kind
-        placement = backend.setup(ddp, device_kind, 1)
-        out["backends"][kind] = [*groups.pop(), str(placement.handles["device"])]
+        placement = adapter.setup(ddp, device_kind, 1)
+        out["adapters"][kind] = [*groups.pop(), str(placement.handles["device"])]
         try:
-            backend.check(SPECS["dp"], device_kind)
+            adapter.check(SPECS["dp"], device_kind)
             out["dp"][kind] = "planned"
         except NotApplicable as reason:
             out["dp"][kind] = str(reason)
@@ -108,11 +108,11 @@ def test_pytorch_picks_nccl_on_gpus_gloo_on_cpus_and_dataparallel_only_with_gpus
     """, ddp=spec_to_json(smoke_spec("mnist", "pytorch", devices=2, strategy="ddp")),
         dp=spec_to_json(smoke_spec("mnist", "pytorch", devices=2, strategy="dp")))
     assert out["resolved"] == {"gpu": "gpu", "cpu": "cpu"}
-    assert out["backends"] == {"gpu": ["nccl", 2, "cuda:1"], "cpu": ["gloo", 2, "cpu"]}
+    assert out["adapters"] == {"gpu": ["nccl", 2, "cuda:1"], "cpu": ["gloo", 2, "cpu"]}
     assert out["dp"] == {"gpu": "planned", "cpu": "DataParallel runs on GPUs only; this run has none"}
 
 
-# What each framework's backend sets for cuDNN's autotuning on, and how its framework reads it back.
+# What each framework's adapter sets for cuDNN's autotuning on, and how its framework reads it back.
 READ_BACK = {
     "pytorch": "import torch; value = torch.backends.cudnn.benchmark",
     "tensorflow": "import os; value = os.environ['TF_CUDNN_USE_AUTOTUNE']",
@@ -131,15 +131,15 @@ def test_each_backend_sets_the_cudnn_autotune_policy_before_its_framework_starts
     out = run_in(framework, f"""
     import importlib, os
     from dlbench import numerics
-    from dlbench.frameworks import backend_module
+    from dlbench.frameworks import adapter_module
 
     # a caller's environment that turned autotuning off: the policy wins
     os.environ.update(TF_CUDNN_USE_AUTOTUNE="0", MXNET_CUDNN_AUTOTUNE_DEFAULT="0",
                       XLA_FLAGS="--xla_gpu_autotune_level=0")
-    backend = importlib.import_module(backend_module({framework!r}))
-    if hasattr(backend, "configure"):
-        backend.configure(SPECS["one"])
-    recorded = numerics.cudnn_autotune(backend)
+    adapter = importlib.import_module(adapter_module({framework!r}))
+    if hasattr(adapter, "configure"):
+        adapter.configure(SPECS["one"])
+    recorded = numerics.cudnn_autotune(adapter)
     {READ_BACK[engine]}
     print(json.dumps({{"recorded": recorded, "value": value}}))
     """, one=spec_to_json(smoke_spec("mnist", framework)))

@@ -8,9 +8,9 @@ the package defines whose value or returned strings are such patterns). The grap
 
 An import of a package module inside a function is there for one reason only: to keep a
 framework out of its importer, which then runs without that framework. So the module it imports
-is framework code: it imports (anywhere in it: a backend imports its framework in its functions)
+is framework code: it imports (anywhere in it: an adapter imports its framework in its functions)
 a package that is neither the standard library's nor the driver's (requirements.txt), or it
-imports such a module at module level; an import by name is a run-time choice (of a backend, of
+imports such a module at module level; an import by name is a run-time choice (of an adapter, of
 a workload's module), framework code where any of the modules it may import is. Any other
 import of the package is at module level."""
 import ast
@@ -245,7 +245,7 @@ class Imports:
     def dodging_imports(self):
         """(importer, imported) of the imports of the package inside a function that keep no
         framework out: the module imported is no framework code; or, imported by name, none of
-        the modules the name may be is (a choice among backends at run time includes a framework's)."""
+        the modules the name may be is (a choice among adapters at run time includes a framework's)."""
         frameworks = self.framework_modules()
         chosen = {(m, w): targets for m, lines in self.by_name.items() for targets in lines.values() for w in targets}
         return [(m, w) for m, w in self.function_imports()

@@ -54,13 +54,13 @@ def guard(on):
 
 if FRAMEWORK == "pytorch":
     import torch
-    import dlbench.frameworks.pytorch as backend
+    import dlbench.frameworks.pytorch as adapter
 
     for name in ("to", "cuda", "pin_memory", "copy_"):
         counted(torch.Tensor, name, f"Tensor.{name}")
     for name in ("from_numpy", "as_tensor"):
         counted(torch, name, f"torch.{name}")
-    counted(backend, "to_device", "backend.to_device")
+    counted(adapter, "to_device", "adapter.to_device")
 elif FRAMEWORK == "keras-torch":  # Keras converts its own numbers too: numpy arrays only
     import torch
 

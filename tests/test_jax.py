@@ -1,4 +1,4 @@
-"""The JAX backend (dlbench.frameworks.jax) and its workload modules, run in the jax environment:
+"""The JAX adapter (dlbench.frameworks.jax) and its workload modules, run in the jax environment:
 the data-parallel placement, one step on 1 and 2 devices, the parameter counts, the threads and
 device count set before JAX starts, the grain loader over the run's one order (read across the
 protocol's blocks, evaluation between them), the learning rate set mid-run."""
@@ -40,7 +40,7 @@ def run_jax(code, tmp_path, helper="", **specs):
 
 
 PRELUDE = """
-from dlbench.frameworks import jax as backend
+from dlbench.frameworks import jax as adapter
 from dlbench.frameworks.jax.loaders import Feed
 from dlbench.frameworks.jax.step import place_batch
 from dlbench.protocol import workload_class
@@ -52,8 +52,8 @@ def spec_of(name):
 
 def workload(name, build=True):
     spec = spec_of(name)
-    placement = backend.setup(spec, "cpu", 0)
-    w = workload_class(spec)(spec, placement, backend)
+    placement = adapter.setup(spec, "cpu", 0)
+    w = workload_class(spec)(spec, placement, adapter)
     w.build() if build else w.build_model()
     return w
 """
@@ -74,7 +74,7 @@ def test_sharding_splits_each_batch_into_contiguous_device_slices_and_replicates
     replicated = all(x.sharding.is_fully_replicated for x in jax.tree.leaves(params))
     print(json.dumps({"devices": [s.device.id for s in shards], "same": same, "replicated": replicated,
                       "placement": [placement.processes, placement.local_devices],
-                      "threads": backend.describe(placement)["threads"]}))
+                      "threads": adapter.describe(placement)["threads"]}))
     """, tmp_path, two=smoke_spec("mnist", "jax", devices=2, strategy="sharding"))
     assert out["devices"] == [0, 1] and out["same"] == [True, True] and out["replicated"]
     assert out["placement"] == [1, 2]
@@ -113,14 +113,14 @@ def test_configure_sets_the_cpu_devices_and_threads_before_jax_starts_and_refuse
     out = run_jax("""
     import os, jax
     spec = spec_of("two")
-    backend.configure(spec)
-    gpus = backend.visible_gpus()  # starts the backends
+    adapter.configure(spec)
+    gpus = adapter.visible_gpus()  # starts JAX's backends
     devices = len(jax.devices("cpu"))
     try:
-        backend._CONFIGURED.clear()
-        backend.configure(spec)
+        adapter._CONFIGURED.clear()
+        adapter.configure(spec)
         refused = False
-    except backend.FrameworkError:
+    except adapter.FrameworkError:
         refused = True
     print(json.dumps({"devices": devices, "gpus": gpus, "nproc": os.environ["NPROC"], "refused": refused}))
     """, tmp_path, two=smoke_spec("mnist", "jax", devices=2, strategy="sharding", threads=1))
@@ -136,7 +136,7 @@ def test_the_loader_reads_the_training_round_across_blocks_and_evaluation_rounds
     out = run_jax("""
     import os, tempfile, time, numpy as np
     spec = spec_of("one")
-    placement = backend.setup(spec, "cpu", 0)
+    placement = adapter.setup(spec, "cpu", 0)
     order = np.arange(120).reshape(40, 3)
     results = {}
     for workers in (0, 2):
@@ -212,18 +212,18 @@ def test_the_chestxray_loader_delivers_the_orders_batches_with_each_steps_epoch_
     from dlbench.clock import run_blocks, RunClock
     from dlbench.workloads.chestxray.jax import TrainBatch
     w = workload("loader")
-    clock = RunClock(w.spec, w.placement, backend, w, None)
+    clock = RunClock(w.spec, w.placement, adapter, w, None)
     seen = []
     def step(batch):
         seen.append([np.asarray(x) for x in batch])
-        backend.hold(w.placement, batch)
+        adapter.hold(w.placement, batch)
     w.train_step = step
     run_blocks(w, clock)
     direct = TrainBatch(w.train_paths, w.train_labels, w.spec.seed, w.spec.data.crop)
     same = [all(np.array_equal(a, b) for a, b in zip(got, direct((clock.order, clock.epochs), i)))
             for i, got in enumerate(seen)]
     unread = w.loader.unread
-    backend.teardown(w.placement)
+    adapter.teardown(w.placement)
     print(json.dumps({"same": same, "epochs": clock.epochs[:len(seen)].tolist(), "unread": unread,
                       "order": len(clock.order)}))
     """
@@ -248,7 +248,7 @@ def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(t
     for name in ("w0", "w2"):
         w = workload(name)
         results = ResultFile(SPECS[name] + ".results.json")
-        clock = RunClock(w.spec, w.placement, backend, w, results)
+        clock = RunClock(w.spec, w.placement, adapter, w, results)
         run_blocks(w, clock)
         planned = list(w.eval_loader.rounds_left)
         final = w.final_evaluation()
@@ -256,7 +256,7 @@ def test_chestxray_evaluates_between_segments_while_the_training_order_is_open(t
                      "units": [[u["kind"], u["loss"]] for u in results.data["units"]],
                      "left_before_final": planned, "left_after": w.eval_loader.rounds_left,
                      "test_loss": final["test_loss"], "unread": w.loader.unread}
-        backend.teardown(w.placement)
+        adapter.teardown(w.placement)
     print(json.dumps(out))
     """
     specs = {}

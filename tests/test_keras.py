@@ -2,7 +2,7 @@
 protocol's blocks on exactly the run's order, one fit epoch per block, across fit calls when
 the block length changes, with the learning rate of each step's epoch; nothing of the run
 loads before its first clock; on one device and data parallel, with Keras' loader in the
-training process and in worker processes; the backend check.
+training process and in worker processes; the adapter check.
 
 A probe layer records what fit's train step receives: the steps and, per step, a
 position-weighted sum of the batch's sample ids, kept in non-trainable variables (as batch
@@ -47,7 +47,7 @@ BLOCKS = [("segment", 3), ("calibration", 2), ("calibration", 4), ("warmup", 4),
 PROBE = """
 import json, os, sys, time
 import numpy as np
-from dlbench.frameworks import keras as backend
+from dlbench.frameworks import keras as adapter
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import fit_input, run_batches
 from dlbench.clock import RunClock
@@ -56,10 +56,10 @@ from dlbench.specs import spec_from_dict
 
 with open(SPEC) as f:
     spec = spec_from_dict(json.load(f))
-backend.configure(spec)
+adapter.configure(spec)
 import keras
 
-placement = backend.setup(spec, "cpu", 0)
+placement = adapter.setup(spec, "cpu", 0)
 events = []
 
 
@@ -99,7 +99,7 @@ class Probed(WorkloadMethods, Workload):
         self.n_train = SAMPLES
 
     def build_model(self):
-        with backend.scope(self.placement):
+        with adapter.scope(self.placement):
             self.probe = Probe()
             self.model = keras.Sequential([keras.Input((1,)), self.probe, keras.layers.Dense(1)])
 
@@ -130,13 +130,13 @@ class Clock(RunClock):
         super().stop(steps, loss_sum, pending)
 
 
-workload = Probed(spec, placement, backend)
+workload = Probed(spec, placement, adapter)
 workload.build()
-clock = Clock(spec, placement, backend, workload, None)
+clock = Clock(spec, placement, adapter, workload, None)
 workload.fit(clock)
 with open(LOG) as f:
     loads = [json.loads(line) for line in f]
-print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "replicas": backend.replicas(placement),
+print(json.dumps({"events": events, "loads": loads, "main_pid": os.getpid(), "replicas": adapter.replicas(placement),
                   "fit_input": type(fit_input(workload)).__module__}))
 """
 
@@ -244,11 +244,11 @@ def test_keras_torch_has_no_data_parallel_strategy(tmp_path):
 def test_an_env_whose_keras_backend_is_another_stops_naming_keras_backend(tmp_path):
     spec = smoke_spec("mnist", "keras-jax")
     code = textwrap.dedent(f"""
-        from dlbench.frameworks import keras as backend
+        from dlbench.frameworks import keras as adapter
         from dlbench.specs import spec_from_dict
         import json
         try:
-            backend.check(spec_from_dict(json.loads({spec_to_json(spec)!r})), "cpu")
+            adapter.check(spec_from_dict(json.loads({spec_to_json(spec)!r})), "cpu")
         except Exception as err:
             print(type(err).__name__, err)
         """)

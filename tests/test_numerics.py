@@ -113,7 +113,7 @@ def test_the_product_probe_tells_float32_from_tf32_from_less():
 
 
 class ProductBackend:
-    """A backend whose products are rounded to `bits` significand bits (23: float32)."""
+    """An adapter whose products are rounded to `bits` significand bits (23: float32)."""
 
     def __init__(self, bits):
         self.bits = bits
@@ -125,8 +125,8 @@ class ProductBackend:
 def test_the_record_says_whether_the_gpu_computed_with_the_policys_precision():
     gpu, cpu = Placement(0, 1, "gpu", 1, 1), Placement(0, 1, "cpu", 1, 1)
     tf32_products, float32_products = ProductBackend(10), ProductBackend(23)
-    followed = {(policy, name, placement.device_kind): numerics.gpu_float32_record(policy, {}, backend, placement)["followed"]
-                for policy in numerics.GPU_FLOAT32 for name, backend in (("tf32", tf32_products),
+    followed = {(policy, name, placement.device_kind): numerics.gpu_float32_record(policy, {}, adapter, placement)["followed"]
+                for policy in numerics.GPU_FLOAT32 for name, adapter in (("tf32", tf32_products),
                                                                           ("float32", float32_products))
                 for placement in (gpu, cpu)}
     assert followed == {("highest", "tf32", "gpu"): False, ("highest", "float32", "gpu"): True,

@@ -169,7 +169,7 @@ PREAMBLE = ("sys.argv", "spec_from_dict", "import time", "perf_counter", "json.d
 
 def test_every_bare_loop_holds_only_its_model_step_and_loop():
     """Each bare loop starts with dlbench.bare.start, which sets its framework up as the harness's
-    backend does (on a GPU the run's float32 policy, by the backend's own gpu_float32), and times its
+    adapter does (on a GPU the run's float32 policy, by the adapter's own gpu_float32), and times its
     epochs on dlbench.bare.EpochClock (dlbench.clock's); none writes that preamble again."""
     from dlbench import bare
 

@@ -130,12 +130,12 @@ def test_a_framework_s_code_never_imports_the_protocol():
     contract and the clock, which import neither the protocol nor a framework or workload
     module (the lists of both, at most): no cycle."""
     from dlbench.definitions import workload_module
-    from dlbench.frameworks import FRAMEWORKS, backend_module
+    from dlbench.frameworks import FRAMEWORKS, adapter_module
     from dlbench.provenance import code_files
 
     src = Path(__file__).resolve().parents[1] / "src"
     framework_modules = [m for name in FRAMEWORKS for w in ("mnist", "imdb", "chestxray")
-                         for m in (backend_module(name), workload_module(w, name))]
+                         for m in (adapter_module(name), workload_module(w, name))]
     for module in [*framework_modules, "dlbench.contract", "dlbench.clock"]:
         files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
         assert "dlbench/protocol.py" not in files, module
@@ -147,7 +147,7 @@ def test_a_framework_s_code_never_imports_the_protocol():
 
 
 class FakeBackend:
-    """A framework backend of one process of several, for the clock: nothing to wait for or sync;
+    """A framework adapter of one process of several, for the clock: nothing to wait for or sync;
     the collective mean_over_processes is `mean(rank, value)`, what the test says the others give."""
 
     def __init__(self, rank, mean):
@@ -297,7 +297,7 @@ def test_steps_that_speed_up_twice_after_calibration_lengthen_the_unit_before_th
     assert sum(steps for _, steps, _ in walls) <= Plan.max_steps(plan.measure, Convergence(0, 1))
 
 
-# Every framework package a backend imports: a run that imported one would fail here
+# Every framework package an adapter imports: a run that imported one would fail here
 FRAMEWORK_PACKAGES = ["torch", "tensorflow", "keras", "jax", "jaxlib", "flax", "optax", "mxnet", "chainer", "cupy"]
 BLOCKED_START = ("import sys; sys.modules.update(dict.fromkeys({packages!r})); sys.argv = ['protocol', *sys.argv[1:]]; "
                  "from dlbench.protocol import main; main()")
@@ -351,7 +351,7 @@ class TimedWorkload:
     library_version = initial_weights = None
     n_train = 640
 
-    def __init__(self, spec, placement, backend):
+    def __init__(self, spec, placement, adapter):
         self.time = None  # set by the test
 
     def build(self):
@@ -391,14 +391,14 @@ def test_every_phase_a_record_times_is_read_from_the_clock(tmp_path, monkeypatch
     time = FakeTime()
 
     class Workload(TimedWorkload):
-        def __init__(self, spec, placement, backend):
+        def __init__(self, spec, placement, adapter):
             self.time = time
 
     spec = dataclasses.replace(smoke_spec("mnist", "pytorch"), numerics="framework-default",
                                convergence=Convergence(steps=4, eval_every=2),
                                measure=measure(min_unit_seconds=1.0, min_unit_steps=2, max_contended_reruns=0))
     monkeypatch.setattr(clock, "now", time)
-    monkeypatch.setattr(protocol, "backend_of", lambda spec: no_framework)  # the backend of no framework: nothing to sync
+    monkeypatch.setattr(protocol, "adapter_of", lambda spec: no_framework)  # the adapter of no framework: nothing to sync
     monkeypatch.setattr(protocol, "workload_class", lambda spec: Workload)
     monkeypatch.setenv(protocol.STARTED, "0")
     monkeypatch.setenv(protocol.MAIN, "0")

@@ -153,7 +153,7 @@ def test_a_snakemake_invocation_parses_each_file_of_code_once(monkeypatch):
     again = [code_files(src, modules=modules) for modules in jobs]
     assert again == first and len(parsed) == len(set(parsed))
 def test_the_frameworks_are_listed_in_one_place():
-    """Adding a framework: its line in dlbench/frameworks/__init__.py, its backend, its env
+    """Adding a framework: its line in dlbench/frameworks/__init__.py, its adapter, its env
     file and one module per workload; no rule, schema or config lists the frameworks."""
     for name, framework in FRAMEWORKS.items():
         assert (REPO / "envs" / f"{name}.yaml").is_file(), name

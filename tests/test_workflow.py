@@ -378,13 +378,13 @@ def test_the_keras_module_reruns_the_runs_of_every_framework_that_runs_it(finish
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend, frameworks", [("mxnet", ["mxnet"]), ("jax", ["jax", "keras-jax"])])
-def test_a_framework_backend_reruns_the_runs_that_use_it(finished, backend, frameworks):
+@pytest.mark.parametrize("adapter, frameworks", [("mxnet", ["mxnet"]), ("jax", ["jax", "keras-jax"])])
+def test_a_framework_adapter_reruns_the_runs_that_use_it(finished, adapter, frameworks):
     """A backend's runs, and those of the Keras backend whose devices it places."""
-    with edited(finished / "src" / "dlbench" / "frameworks" / backend / "__init__.py"):
+    with edited(finished / "src" / "dlbench" / "frameworks" / adapter / "__init__.py"):
         out = dry_run(finished)
     planned = planned_runs(out)
-    # and the backend's matrix product (the matmul workload)
+    # and the adapter's matrix product (the matmul workload)
     assert planned == sorted(p for w in (*SMOKE_RECORDS, "matmul") for name in frameworks
                              for p in all_runs(finished, w, name))
 

@@ -29,7 +29,7 @@ def start(framework):
     return spec, int(sys.argv[2]), FRAMEWORKS[framework](spec)
 
 
-# Each: the run's threads, its float32 policy on GPUs (set by the harness's backend's own gpu_float32),
+# Each: the run's threads, its float32 policy on GPUs (set by the harness's adapter's own gpu_float32),
 # its seed; the device: one, a GPU unless the spec's device is cpu or there is none.
 
 def _pytorch(spec):

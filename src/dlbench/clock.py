@@ -193,8 +193,8 @@ class RunClock:
     step alone (Plan), so a framework's own loop must run a 1-step block as any other.
     """
 
-    def __init__(self, spec, placement, backend, workload, results):
-        self.spec, self.placement, self.backend, self.workload = spec, placement, backend, workload
+    def __init__(self, spec, placement, adapter, workload, results):
+        self.spec, self.placement, self.adapter, self.workload = spec, placement, adapter, workload
         self.results = results  # None in the processes that do not report
         # The whole run's CPU: the trainer leads the process group of every rank and worker.
         self.meter = CpuMeter.of_group() if results else None
@@ -219,19 +219,19 @@ class RunClock:
         if self.first_started is None:
             self.first_started = time.time()
         self.cpu_before = self.meter.read() if self.meter else None
-        self.backend.barrier(self.placement)
+        self.adapter.barrier(self.placement)
         self.started = now()
 
     def stop(self, steps, loss_sum, pending=None):
         """steps: the train steps the block ran; loss_sum: the sum of their losses on the device
         (None: no loss); pending: the last device value of the block, for frameworks that can
         only wait on a value (JAX), else None (the loss sum is used)."""
-        self.backend.sync(self.placement, loss_sum if pending is None else pending)
+        self.adapter.sync(self.placement, loss_sum if pending is None else pending)
         wall_s = now() - self.started
         # The next block is planned from the mean of the processes' times, the same number in
         # each: a process that planned from its own could run other blocks than the others and
         # wait for them in a collective forever (seen: JAX across nodes, in calibration).
-        planned_s = self.backend.mean_over_processes(wall_s, self.placement)
+        planned_s = self.adapter.mean_over_processes(wall_s, self.placement)
         machine = self.meter.usage(self.cpu_before, self.meter.read()) if self.meter else None
         block = self.plan.upcoming()
         if steps != block.steps:
@@ -241,11 +241,11 @@ class RunClock:
             # only the reporting process meters the machine: the others count 0, and any flag is > 0
             # in the mean, so that every process plans the same next block
             here = machine is not None and contended_unit(machine, wall_s, self.spec.measure.max_other_cpus)
-            contended = self.backend.mean_over_processes(float(here), self.placement) > 0
+            contended = self.adapter.mean_over_processes(float(here), self.placement) > 0
         kind = self.plan.recorded_kind(contended)
         loss = None
         if loss_sum is not None:
-            loss = self.backend.mean_over_processes(self.backend.to_float(loss_sum), self.placement) / steps
+            loss = self.adapter.mean_over_processes(self.adapter.to_float(loss_sum), self.placement) / steps
         self.steps_done += steps
         last = self.steps_done - 1
         if self.results:
@@ -257,7 +257,7 @@ class RunClock:
                 values["metric"], values["eval_s"] = timed(self.workload.evaluate)
             self.results.block(kind, **values)
         if block.kind == "segment":
-            self.backend.barrier(self.placement)  # the others wait for the evaluation, outside the clock
+            self.adapter.barrier(self.placement)  # the others wait for the evaluation, outside the clock
         self.plan.done(planned_s, contended)
 
 

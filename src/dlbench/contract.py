@@ -1,10 +1,10 @@
-"""The contract between the protocol and a framework: what a backend module and a workload's
+"""The contract between the protocol and a framework: what an adapter module and a workload's
 framework part implement, and where a process computes (Placement); the two ways a point can
 refuse to run are dlbench.errors' NotApplicable and FrameworkError. The protocol
 (dlbench.protocol) calls these; it is not imported here, so a framework module imports this file
 and the clock (dlbench.clock), never the protocol.
 
-A framework backend is a module with these functions (see dlbench/frameworks/pytorch/__init__.py):
+A framework adapter is a module with these functions (see dlbench/frameworks/pytorch/__init__.py):
     configure(spec)                      (optional) process-wide settings that must precede the
                                          framework's start (JAX's CPU device count), called first
     version() -> str                     the framework's version
@@ -118,8 +118,8 @@ class Workload:
     library_version = None  # a run of no framework: the version of the library it times (set by build_training)
     scratch = None          # a folder for the run's own files, removed with the run (set by the protocol)
 
-    def __init__(self, spec, placement, backend):
-        self.spec, self.placement, self.backend = spec, placement, backend
+    def __init__(self, spec, placement, adapter):
+        self.spec, self.placement, self.adapter = spec, placement, adapter
 
     @classmethod
     def check(cls, spec, device_kind):

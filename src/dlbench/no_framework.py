@@ -1,4 +1,4 @@
-"""The backend of runs of no framework (spec.framework None: the image libraries' benchmarks,
+"""The adapter of runs of no framework (spec.framework None: the image libraries' benchmarks,
 NumPy and an image library in this process and its worker processes): one process on the CPU,
 nothing queued on a device, so nothing to wait for. The contract: dlbench.contract."""
 import numpy as np

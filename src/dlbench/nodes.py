@@ -1,7 +1,7 @@
 """Runs across nodes: how the processes of a multi-node run find each other.
 
 A run of `spec.nodes` nodes starts one training process (dlbench.protocol) per node; each
-framework's backend starts its processes on the node from it (`launch`) and joins them with
+framework's adapter starts its processes on the node from it (`launch`) and joins them with
 its own multi-node mechanism (PyTorch's env:// rendezvous, TF_CONFIG, MXNet's DMLC_*
 variables, jax.distributed, MPI). A node's process learns its place from the environment
 only, as on a cluster (`this_node`):

@@ -10,26 +10,26 @@ about half the cost with flushing).
                         thread (the threads a thread creates inherit its MXCSR on Linux)
     framework-default   nothing changed: each framework as it ships
 
-`apply(policy)` runs in the shared code: first in `dlbench.protocol.main` (before the backend is
+`apply(policy)` runs in the shared code: first in `dlbench.protocol.main` (before the adapter is
 imported) and at the start of `run_process` (data-parallel ranks started by spawn are new
 interpreters). It writes MXCSR through glibc's fenv interface: fegetenv, FTZ and DAZ set in the
 saved MXCSR, fesetenv. (glibc has no FE_DFL_DISABLE_SSE_DENORMS_ENV, macOS's special pointer:
 passing (const fenv_t *) -3 to glibc's fesetenv dereferences it and crashes.) On a machine that
 is not x86-64 Linux the policy is recorded as "unsupported" and nothing changes.
 
-`measure(policy, backend)` is what the record holds: the bits read back in the calling thread,
+`measure(policy, adapter)` is what the record holds: the bits read back in the calling thread,
 a numpy probe in a thread started afterwards, and the framework's own probe, run in its own
-worker threads (`backend.flushes_denormals()`).
+worker threads (`adapter.flushes_denormals()`).
 
     python -m dlbench.numerics_probe --framework pytorch --policy flush [--gpu-float32 tf32]
 
 applies the policies as the protocol does, sets the framework up on the CPU and prints the
 measurement as JSON (tests/test_numerics.py runs it in every framework's environment); it stands
-above the frameworks' backends, which import this module.
+above the frameworks' adapters, which import this module.
 
 cuDNN's autotuning (`CUDNN_AUTOTUNE`) is the other policy the same for every framework: where it
 is on, each convolution's algorithm is timed on its first call and the fastest kept (the first
-steps pay the search; the steady units run the fastest kernels). Each backend's
+steps pay the search; the steady units run the fastest kernels). Each adapter's
 `cudnn_autotune(on)` sets it in its framework's own terms and returns what it set, which the
 record keeps (`cudnn_autotune`).
 
@@ -41,7 +41,7 @@ cuDNN's convolutions, not in matmuls; TensorFlow and XLA: both). One policy for 
     highest   every float32 product in full float32 (the default: the same math everywhere)
     tf32      TF32 allowed in matrix products and convolutions, in every framework
 
-Each backend's `gpu_float32(policy)` sets it in its framework's own terms (before the framework
+Each adapter's `gpu_float32(policy)` sets it in its framework's own terms (before the framework
 starts, idempotent, as cudnn_autotune) and returns what it reads back. `float32_product` then
 measures it: a float32 matrix product computed by the framework on the run's device, checked
 against float64 (`product_precision`: the median relative error tells float32 from TF32 from
@@ -174,20 +174,20 @@ def product_precision(a, b, product):
     return {"median_relative_error": error, "precision": precision}
 
 
-def gpu_float32_record(policy, settings, backend, placement):
-    """The record's `numerics.gpu_float32`: the policy, what the backend set for it (`settings`,
+def gpu_float32_record(policy, settings, adapter, placement):
+    """The record's `numerics.gpu_float32`: the policy, what the adapter set for it (`settings`,
     its gpu_float32's return), and the precision of a float32 product on the run's device.
     `followed`: whether that is the policy's precision (null on a CPU, where no policy applies)."""
     if policy not in GPU_FLOAT32:
         raise ValueError(f"gpu_float32 must be one of {', '.join(GPU_FLOAT32)}, got {policy!r}")
     a, b = product_operands()
-    measured = product_precision(a, b, backend.float32_product(a, b, placement))
+    measured = product_precision(a, b, adapter.float32_product(a, b, placement))
     gpu = placement.device_kind == "gpu"
     return {"policy": policy, "settings": settings, "device_kind": placement.device_kind, **measured,
             "followed": measured["precision"] == GPU_FLOAT32_PRECISION[policy] if gpu else None}
 
 
-def measure(spec, backend, placement, gpu_float32_settings):
+def measure(spec, adapter, placement, gpu_float32_settings):
     """The record's `numerics`: the policies, what was done, and what is measured in this process."""
     policy = spec.numerics
     bits = mxcsr()
@@ -198,8 +198,8 @@ def measure(spec, backend, placement, gpu_float32_settings):
         "mxcsr_ftz": None if bits is None else bool(bits & FTZ),
         "mxcsr_daz": None if bits is None else bool(bits & DAZ),
         "numpy_thread_flushes": numpy_thread_flushes(),
-        "framework_flushes": backend.flushes_denormals(),
-        "gpu_float32": gpu_float32_record(spec.gpu_float32, gpu_float32_settings, backend, placement),
+        "framework_flushes": adapter.flushes_denormals(),
+        "gpu_float32": gpu_float32_record(spec.gpu_float32, gpu_float32_settings, adapter, placement),
     }
 
 
@@ -210,6 +210,6 @@ def xla_flags_with_autotune(flags, on):
     return " ".join([*kept, f"{XLA_AUTOTUNE_FLAG}={XLA_AUTOTUNE_LEVELS[on]}"])
 
 
-def cudnn_autotune(backend):
-    """The record's `cudnn_autotune`: the policy and what the framework's backend set for it."""
-    return {"policy": "on" if CUDNN_AUTOTUNE else "off", "settings": backend.cudnn_autotune(CUDNN_AUTOTUNE)}
+def cudnn_autotune(adapter):
+    """The record's `cudnn_autotune`: the policy and what the framework's adapter set for it."""
+    return {"policy": "on" if CUDNN_AUTOTUNE else "off", "settings": adapter.cudnn_autotune(CUDNN_AUTOTUNE)}

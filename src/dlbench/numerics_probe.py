@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from dlbench.frameworks import backend_module
+from dlbench.frameworks import adapter_module
 from dlbench.numerics import GPU_FLOAT32, POLICIES, apply, measure
 from dlbench.spec_types import CompileCache, Convergence, Measure, Run
 
@@ -36,14 +36,14 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     spec = probe_spec(args.framework, args.policy, args.threads, args.gpu_float32)
-    apply(spec.numerics)  # as dlbench.protocol.main: before the backend is imported
-    backend = importlib.import_module(backend_module(args.framework))
-    if hasattr(backend, "configure"):
-        backend.configure(spec)
-    settings = backend.gpu_float32(spec.gpu_float32)
-    placement = backend.setup(spec, "cpu", 0)
-    print(json.dumps({"framework": args.framework, **measure(spec, backend, placement, settings)}), flush=True)
-    backend.teardown(placement)
+    apply(spec.numerics)  # as dlbench.protocol.main: before the adapter is imported
+    adapter = importlib.import_module(adapter_module(args.framework))
+    if hasattr(adapter, "configure"):
+        adapter.configure(spec)
+    settings = adapter.gpu_float32(spec.gpu_float32)
+    placement = adapter.setup(spec, "cpu", 0)
+    print(json.dumps({"framework": args.framework, **measure(spec, adapter, placement, settings)}), flush=True)
+    adapter.teardown(placement)
     sys.stderr.flush()
     os._exit(0)  # as the protocol: frameworks may leave non-daemon threads behind
 

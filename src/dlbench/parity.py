@@ -38,16 +38,16 @@ import traceback
 import numpy as np
 
 from dlbench.clock import run_order
-from dlbench.protocol import backend_of, workload_class
+from dlbench.protocol import adapter_of, workload_class
 from dlbench.specs import spec_from_dict
 
 
 def workload_for(spec):
     """The spec's workload in its framework on the CPU, not built."""
-    backend = backend_of(spec)
-    if hasattr(backend, "configure"):
-        backend.configure(spec)
-    return workload_class(spec)(spec, backend.setup(spec, "cpu", 0), backend)
+    adapter = adapter_of(spec)
+    if hasattr(adapter, "configure"):
+        adapter.configure(spec)
+    return workload_class(spec)(spec, adapter.setup(spec, "cpu", 0), adapter)
 
 
 def model_for(spec):
@@ -71,7 +71,7 @@ def train_losses(workload, steps):
         return [float(loss) for loss in history.history["loss"]]
     losses = []
     for batch in workload.batches(order, epochs):
-        losses.append(workload.backend.to_float(workload.train_step(batch)))
+        losses.append(workload.adapter.to_float(workload.train_step(batch)))
         if len(losses) == steps:
             break
     return losses
@@ -82,7 +82,7 @@ def forward(spec, inputs, weights, out):
     with np.load(weights) as arrays:
         workload.load_weights({name: arrays[name] for name in arrays.files})
     np.save(out, workload.predict(np.load(inputs)))
-    workload.backend.teardown(workload.placement)
+    workload.adapter.teardown(workload.placement)
     return {"parameters": workload.parameter_count()}
 
 
@@ -91,7 +91,7 @@ def dump_weights(spec, out):
         raise ValueError("dump-weights: PyTorch's state dict is the reference layout")
     workload = model_for(spec)
     np.savez(out, **{k: v.detach().cpu().numpy() for k, v in workload.model.state_dict().items()})
-    workload.backend.teardown(workload.placement)
+    workload.adapter.teardown(workload.placement)
     return {"parameters": workload.parameter_count()}
 
 
@@ -99,7 +99,7 @@ def train(spec, steps, out):
     workload = workload_for(spec)
     workload.build()
     np.save(out, np.asarray(train_losses(workload, steps), dtype=np.float64))
-    workload.backend.teardown(workload.placement)
+    workload.adapter.teardown(workload.placement)
     return {"parameters": workload.parameter_count(), "initial_weights": workload.initial_weights}
 
 

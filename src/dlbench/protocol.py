@@ -4,13 +4,13 @@ This file is the one to read. A run is one training process, or one group of dat
 processes, for one point of a workload's sweep (`dlbench.specs`). Every process runs
 `run_process`, which does, for every framework alike:
 
-1. Placement: the framework's backend (`dlbench.frameworks.<name>`) sets this process's
+1. Placement: the framework's adapter (`dlbench.frameworks.<name>`) sets this process's
    threads (the run's threads shared by its processes), its devices and its process group,
    and, before the framework starts, the numerics policies: denormals (`numerics.apply`),
-   cuDNN's autotuning (`numerics.CUDNN_AUTOTUNE`, set by `backend.cudnn_autotune`) and float32
-   on GPUs (`numerics.gpu_float32`: full float32 or TF32, set by `backend.gpu_float32`).
+   cuDNN's autotuning (`numerics.CUDNN_AUTOTUNE`, set by `adapter.cudnn_autotune`) and float32
+   on GPUs (`numerics.gpu_float32`: full float32 or TF32, set by `adapter.gpu_float32`).
    Compiled programs go to the point's persistent cache (`compile_cache_folder`,
-   `backend.compile_cache`): repeat 1 empties it and compiles cold, later repeats load from it;
+   `adapter.compile_cache`): repeat 1 empties it and compiles cold, later repeats load from it;
    the record counts its files before and after (a warm repeat adds none).
    The device is resolved the same way for every framework (`resolve_device`): `auto` uses
    GPUs when the machine has them; a framework that cannot see the machine's GPUs stops
@@ -24,10 +24,10 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    it, outside any clock; the iteration runs across every block of the run: no new iterator,
    no evaluation, nothing else inside or between the timed units.
 4. Blocks of consecutive steps (`RunClock`, `Plan`), each timed the same way:
-   - every process waits for the others (`backend.barrier`), the clock starts
+   - every process waits for the others (`adapter.barrier`), the clock starts
      (`dlbench.clock.now`); the block's steps run, loading included; one `train_step(batch)`
      per batch returns the loss on the device, summed there: no host synchronisation per
-     step; `backend.sync` waits for the device (and every process); the clock stops; the
+     step; `adapter.sync` waits for the device (and every process); the clock stops; the
      loss is read after that. Around the clock, outside it, the first process reads what
      the machine did (`dlbench.machine_load`: CPU stolen, other processes' CPU, the run's CPU and
      minor page faults).
@@ -59,7 +59,7 @@ The harness (`dlbench.harness`) runs all this in a child process with a timeout,
 memory and utilisation of the whole process tree (loader workers included, the same way for
 every framework), and writes the record whatever happens.
 
-The contract of a backend and a workload: dlbench.contract; the clock: dlbench.clock.
+The contract of an adapter and a workload: dlbench.contract; the clock: dlbench.clock.
 """
 import importlib
 import json
@@ -74,7 +74,7 @@ from dlbench import nodes, numerics
 from dlbench.clock import RunClock, run_blocks, timed
 from dlbench.definitions import workload_module
 from dlbench.errors import FrameworkError, NotApplicable
-from dlbench.frameworks import PRIVATE_API_OVERRIDES, backend_module, not_applicable_before_start
+from dlbench.frameworks import PRIVATE_API_OVERRIDES, adapter_module, not_applicable_before_start
 from dlbench.machine import gpus
 from dlbench.processes import die_with_parent, kill_group
 from dlbench.record import write_json
@@ -112,8 +112,8 @@ def workload_class(spec):
     return module.WORKLOAD
 
 
-def backend_of(spec):
-    return importlib.import_module(backend_module(spec.framework))
+def adapter_of(spec):
+    return importlib.import_module(adapter_module(spec.framework))
 
 
 def compile_cache_folder(spec, result_path):
@@ -133,7 +133,7 @@ def startup_seconds(entered, set_up, built, prepared, first_block):
     started, main_ = (float(os.environ[name]) for name in (STARTED, MAIN))
     return {"interpreter_s": main_ - started,  # Python and the project's imports (numpy, the config's code)
             "framework_s": entered - main_,  # the framework's import and start, the device, the launch of the processes
-            "setup_s": set_up - entered,  # threads, devices, the process group (backend.setup)
+            "setup_s": set_up - entered,  # threads, devices, the process group (adapter.setup)
             "build_s": built - set_up,  # model, initial weights, optimizer, data and loaders (workload.build)
             "numerics_s": prepared - built,  # the numerics probes (dlbench.numerics.measure) and the record
             "first_batches_s": first_block - prepared}  # the run's order, the batches' iterable, a fit's set-up
@@ -144,31 +144,31 @@ def run_process(rank, spec_dict, result_path, device_kind):
     entered = time.time()
     spec = spec_from_dict(spec_dict)
     numerics.apply(spec.numerics)  # again: data-parallel ranks started by spawn are new interpreters
-    backend = backend_of(spec)
-    cudnn_autotune = numerics.cudnn_autotune(backend)  # again, as the denormals policy
-    gpu_float32_settings = backend.gpu_float32(spec.gpu_float32)
+    adapter = adapter_of(spec)
+    cudnn_autotune = numerics.cudnn_autotune(adapter)  # again, as the denormals policy
+    gpu_float32_settings = adapter.gpu_float32(spec.gpu_float32)
     cache = compile_cache_folder(spec, result_path)
-    cache_settings = backend.compile_cache(cache)  # again: spawned ranks
+    cache_settings = adapter.compile_cache(cache)  # again: spawned ranks
     cache_files_before = cache_files(cache)
-    placement = backend.setup(spec, device_kind, rank)
+    placement = adapter.setup(spec, device_kind, rank)
     set_up = time.time()
     results = ResultFile(result_path) if placement.rank == 0 else None
-    workload = workload_class(spec)(spec, placement, backend)
+    workload = workload_class(spec)(spec, placement, adapter)
     workload.scratch = Path(result_path).resolve().parent  # the harness's folder, removed however the run ends
     workload.build()
     built = time.time()
     if results:
-        results.update(framework_version=backend.version(), library_version=workload.library_version,
+        results.update(framework_version=adapter.version(), library_version=workload.library_version,
                        parameters=workload.parameter_count(),
                        train_samples=workload.n_train, initial_weights=workload.initial_weights,
-                       numerics=numerics.measure(spec, backend, placement, gpu_float32_settings), cudnn_autotune=cudnn_autotune,
+                       numerics=numerics.measure(spec, adapter, placement, gpu_float32_settings), cudnn_autotune=cudnn_autotune,
                        compile_cache={"directory": spec.compile_cache.directory, "fill": spec.compile_cache.fill,
                                       "settings": cache_settings, "files_before": cache_files_before},
-                       **backend.describe(placement),
+                       **adapter.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)
     prepared = time.time()
-    clock = RunClock(spec, placement, backend, workload, results)
+    clock = RunClock(spec, placement, adapter, workload, results)
     if hasattr(workload, "fit"):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
     else:
@@ -180,9 +180,9 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        startup=startup_seconds(entered, set_up, built, prepared, clock.first_started))
         final, final_eval_s = timed(workload.final_evaluation)
         results.update(final=final, final_eval_s=final_eval_s if final else None)
-        results.update(status="ok", gpu_allocator_peak=backend.gpu_allocator_peak(placement),
+        results.update(status="ok", gpu_allocator_peak=adapter.gpu_allocator_peak(placement),
                        compile_cache={**results.data["compile_cache"], "files_after": cache_files(cache)})
-    backend.teardown(placement)
+    adapter.teardown(placement)
     if results and PRIVATE_API_OVERRIDES:  # an internals module first imported by the teardown
         results.update(private_api_overrides=PRIVATE_API_OVERRIDES)
     # Held until the process ends: freed here, a multiprocessing Pool of the workload's would be
@@ -227,23 +227,23 @@ def main():
         not_applicable_before_start(spec)  # what these pins cannot run costs no framework start-up
     except NotApplicable as reason:
         _end(result_path, nodes.this_node(spec), reason)
-    numerics.apply(spec.numerics)  # before the backend imports its framework, which starts threads
-    backend = backend_of(spec)
-    if hasattr(backend, "configure"):
-        backend.configure(spec)
-    backend.cudnn_autotune(numerics.CUDNN_AUTOTUNE)  # before visible_gpus() starts the framework (XLA reads its flags then)
-    backend.gpu_float32(spec.gpu_float32)  # likewise: NVIDIA's libraries read their variables when they load
+    numerics.apply(spec.numerics)  # before the adapter imports its framework, which starts threads
+    adapter = adapter_of(spec)
+    if hasattr(adapter, "configure"):
+        adapter.configure(spec)
+    adapter.cudnn_autotune(numerics.CUDNN_AUTOTUNE)  # before visible_gpus() starts the framework (XLA reads its flags then)
+    adapter.gpu_float32(spec.gpu_float32)  # likewise: NVIDIA's libraries read their variables when they load
     node = nodes.this_node(spec)  # before anything starts: a multi-node run without its place stops here
     cache = compile_cache_folder(spec, result_path)
     if spec.compile_cache.fill and node.rank == 0:  # cold: nothing another run compiled
         shutil.rmtree(cache, ignore_errors=True)
     cache.mkdir(parents=True, exist_ok=True)
-    backend.compile_cache(cache)  # before anything compiles (Inductor and TensorFlow's XLA read variables)
+    adapter.compile_cache(cache)  # before anything compiles (Inductor and TensorFlow's XLA read variables)
     try:
-        device_kind = resolve_device(spec.framework, spec.device_kind, backend.visible_gpus(), len(gpus()), spec.devices)
-        backend.check(spec, device_kind)
+        device_kind = resolve_device(spec.framework, spec.device_kind, adapter.visible_gpus(), len(gpus()), spec.devices)
+        adapter.check(spec, device_kind)
         workload_class(spec).check(spec, device_kind)
-        backend.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
+        adapter.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))
     except NotApplicable as reason:
         _end(result_path, node, reason)
     _end(result_path, node)

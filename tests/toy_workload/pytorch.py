@@ -2,7 +2,7 @@
 import torch
 from torch import nn
 
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.toy.task import Toy
 
 
@@ -15,13 +15,13 @@ class Linear(nn.Module):
         return self.linear(x)
 
 
-class PyTorchToy(backend.WorkloadMethods, Toy):
+class PyTorchToy(adapter.WorkloadMethods, Toy):
     def build_model(self):
-        self.device = backend.device(self.placement)
+        self.device = adapter.device(self.placement)
         self.model = Linear(self.spec.model.features, self.spec.model.classes).to(self.device)
 
     def build_training(self):
-        self.net = backend.wrap(self.model, self.placement)
+        self.net = adapter.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
         self.loss_fn = nn.CrossEntropyLoss()

@@ -1,7 +1,7 @@
 """The frameworks the benchmark knows: the one place they are listed.
 
 A framework is a line here, its env file envs/<name>.yaml (the one place its versions are
-written), its backend package beside this file (<module>/__init__.py; every use of the
+written), its adapter package beside this file (<module>/__init__.py; every use of the
 framework's private API in <module>/internals.py, checked against the version it was written
 for) (devices, processes, the device sync: see
 dlbench.contract), and one module per workload, dlbench/workloads/<workload>/<module>.py.
@@ -20,7 +20,7 @@ EAGER, COMPILED = "eager", "compiled"   # what a mode is: op by op from Python, 
 
 @dataclass(frozen=True)
 class Framework:
-    module: str             # the backend's and the workload modules' name
+    module: str             # the adapter's and the workload modules' name
     modes: tuple            # its execution modes, (name, EAGER or COMPILED); the first is its default
     strategies: tuple = ()  # its data-parallel strategies for more than one device (its own engines)
     multi_node: tuple = ()  # those of them that span nodes, with its own mechanism (dlbench.nodes)
@@ -108,17 +108,17 @@ def check_recomputing(cls, spec):
                             f"memory (ChestX-ray's model); {spec.workload}'s model has none")
 
 
-NO_FRAMEWORK = "dlbench.no_framework"  # the backend of runs of no framework (framework None)
+NO_FRAMEWORK = "dlbench.no_framework"  # the adapter of runs of no framework (framework None)
 
 
-def backend_module(framework):
+def adapter_module(framework):
     return NO_FRAMEWORK if framework is None else f"dlbench.frameworks.{FRAMEWORKS[framework].module}"
 
 
-def backend_modules(framework):
-    """The backend modules a framework's runs execute: its own, and its engine's."""
+def adapter_modules(framework):
+    """The adapter modules a framework's runs execute: its own, and its engine's."""
     engine = FRAMEWORKS[framework].engine if framework else None
-    return [backend_module(framework), *([backend_module(engine)] if engine else [])]
+    return [adapter_module(framework), *([adapter_module(engine)] if engine else [])]
 
 
 def reported(read):

@@ -1,4 +1,4 @@
-"""Chainer's backend: devices, processes, threads and the sync (the contract: dlbench.contract).
+"""Chainer's adapter: devices, processes, threads and the sync (the contract: dlbench.contract).
 What the Chainer workload modules share is beside it: the optimizer and the step (step.py),
 chainer.iterators over the run's order (loaders.py).
 

@@ -1,5 +1,5 @@
 """Chainer's loaders: chainer.iterators over a dataset in the run's order, once (no shuffle, no
-repeat), their worker processes stopped by the backend's teardown."""
+repeat), their worker processes stopped by the adapter's teardown."""
 import itertools
 
 import chainer

@@ -1,4 +1,4 @@
-"""One process of a chainermn run, started by the backend's launch under mpiexec:
+"""One process of a chainermn run, started by the adapter's launch under mpiexec:
 
     mpiexec -n N python -m dlbench.frameworks.chainer.ranks ARGS_FILE
 

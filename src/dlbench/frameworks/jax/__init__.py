@@ -1,4 +1,4 @@
-"""JAX's backend: devices, threads, the mesh and the device sync (the contract: dlbench.contract).
+"""The JAX adapter: devices, threads, the mesh and the device sync (the contract: dlbench.contract).
 What the JAX workload modules share is beside it: the compiled step, batches on the mesh and
 predictions (step.py), the grain loader (loaders.py), the parity weight conversion
 (torch_weights.py), the uses of JAX's and grain's private API (internals.py).
@@ -219,7 +219,7 @@ def barrier(placement):
 
 def sync(placement, pending):
     """Wait for the device values of the block: `pending` (the sum of the step losses, which
-    depends on every step through the state), else the last value a step handed to the backend
+    depends on every step through the state), else the last value a step handed to the adapter
     (`hold`). All outputs of one XLA execution become ready together. Then, across nodes, wait
     for the other processes (`barrier`)."""
     value = pending if pending is not None else placement.handles["pending"]

@@ -1,4 +1,4 @@
-"""JAX's loaders: grain, fed rounds of work in order (`Feed`; see the backend's docstring)."""
+"""JAX's loaders: grain, fed rounds of work in order (`Feed`; see the adapter's docstring)."""
 import bisect
 import gc
 import os

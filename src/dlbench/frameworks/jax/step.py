@@ -1,5 +1,5 @@
 """What the JAX workload modules share for training: the compiled step over the pure state of
-the model and its optax optimizer (`Training`: see the backend's docstring for why jax.jit
+the model and its optax optimizer (`Training`: see the adapter's docstring for why jax.jit
 over nnx.split state), batches on the mesh, Adam, predictions and the parameter count
 (`WorkloadMethods`)."""
 import jax

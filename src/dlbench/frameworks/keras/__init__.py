@@ -6,13 +6,13 @@ Which Keras backend runs is the environment's KERAS_BACKEND (envs/keras-<backend
 it; the venv's interpreter wrapper exports it), never this code: `check_backend` only checks
 that keras.backend.backend() is the one the framework's name says, and stops naming
 KERAS_BACKEND and the env file otherwise. Placement, threads and the device sync are the
-engine's own backend module's: dlbench.frameworks.tensorflow (threads, visible devices, the
+engine's own adapter module's: dlbench.frameworks.tensorflow (threads, visible devices, the
 tf.distribute strategy), dlbench.frameworks.jax (the CPU device count and threads, set by its
 configure before JAX starts; the sync blocks on a value), dlbench.frameworks.pytorch (threads).
 Keras is imported only after `configure` (KERAS_TORCH_DEVICE is read at import).
 
 Strategies, all in one process on a node: "none"; keras-tensorflow "mirrored", tf.distribute's
-MirroredStrategy over this process's devices (made by the TensorFlow backend's setup: on a CPU
+MirroredStrategy over this process's devices (made by the TensorFlow adapter's setup: on a CPU
 one logical device per replica), the model built and compiled in its scope; keras-jax
 "data-parallel", keras.distribution.DataParallel over N JAX devices (N CPU devices on a CPU),
 set before the model is built. Across nodes (dlbench.nodes) keras-jax runs one process per node,
@@ -35,15 +35,15 @@ import dataclasses
 import importlib
 import os
 
-from dlbench.frameworks import FRAMEWORKS, backend_module
+from dlbench.frameworks import FRAMEWORKS, adapter_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.nodes import this_node
 
 # framework (keras-<backend>, dlbench.frameworks) -> the Keras backend it runs on, and that
-# backend -> the benchmark's backend module of its engine (placement, threads, sync)
+# adapter -> the benchmark's adapter module of its engine (placement, threads, sync)
 KERAS_BACKENDS = {name: name.removeprefix("keras-") for name, framework in FRAMEWORKS.items()
                   if framework.module == "keras"}
-ENGINE_MODULES = {KERAS_BACKENDS[name]: backend_module(framework.engine) for name, framework in FRAMEWORKS.items()
+ENGINE_MODULES = {KERAS_BACKENDS[name]: adapter_module(framework.engine) for name, framework in FRAMEWORKS.items()
                   if framework.module == "keras"}
 # Keras backend -> strategy -> the engine module's name for the same placement
 STRATEGIES = {"tensorflow": {"none": "none", "mirrored": "mirrored"},
@@ -86,12 +86,12 @@ def engine(name=None):
 
 
 def engine_spec(spec):
-    """The spec as the engine's backend module reads it (its own strategy names)."""
+    """The spec as the engine's adapter module reads it (its own strategy names)."""
     strategies = STRATEGIES[keras_backend_of(spec.framework)]
     return dataclasses.replace(spec, strategy=strategies.get(spec.strategy, spec.strategy))
 
 
-# --- the backend contract ----------------------------------------------------------------------------
+# --- the adapter contract ----------------------------------------------------------------------------
 
 def configure(spec):
     """Before Keras and its engine start: the engine's own settings (JAX's CPU device count and
@@ -179,7 +179,7 @@ def setup(spec, device_kind, rank):
         devices = keras.distribution.list_devices(device_kind)
         if len(devices) < spec.devices:
             raise FrameworkError(f"keras-jax sees {len(devices)} {device_kind} device(s), the run asks for "
-                                 f"{spec.devices}: the JAX backend's configure sets the CPU device count")
+                                 f"{spec.devices}: the JAX adapter's configure sets the CPU device count")
         # Across nodes each process's PyDataset already gives its slice of every global batch
         # (Placement.local); Keras' auto-sharding takes tf.data datasets only (one process: unused).
         keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices[:spec.devices],

@@ -167,7 +167,7 @@ class WorkloadMethods:
         """keras-jax across nodes: process 0 evaluates while the others wait (the protocol), and
         predict_on_batch would be a computation of every process (the variables and the
         distributed batch span the global mesh). The model's stateless_call, compiled, on this
-        process's replica of the variables and its own devices instead (the JAX backend's
+        process's replica of the variables and its own devices instead (the JAX adapter's
         local_replica)."""
         import jax
 

@@ -59,7 +59,7 @@ def _resident_batches_class():
 
     class ResidentBatches(keras.utils.PyDataset):
         """A PyDataset of arrays kept on the device, as RunBatches to fit (set_run, offset,
-        workers): the arrays (here) and each step's indices (set_run) are put on the backend's
+        workers): the arrays (here) and each step's indices (set_run) are put on the Keras backend's
         device (keras.ops.convert_to_tensor), outside the clock; item i is the step offset + i's batch,
         array k gathered there by keras.ops.take at the step's indices % len(array k). Read in
         the training process (no workers): what the engine's trainer receives is already on its
@@ -96,7 +96,7 @@ def tf_pipeline(dataset):
     tf.numpy_function, `workers` parallel calls and as many prefetched (none with 0 workers), as
     the TensorFlow modules' loaders do. Keras would read a PyDataset through
     tf.data.Dataset.from_generator, which sets glibc's M_TRIM_THRESHOLD for the whole process
-    (the TensorFlow backend's comments): with it the two TensorFlow frameworks' input paths
+    (the TensorFlow adapter's comments): with it the two TensorFlow frameworks' input paths
     would differ in the allocator, not in Keras."""
     import tensorflow as tf
 

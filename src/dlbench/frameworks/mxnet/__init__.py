@@ -1,4 +1,4 @@
-"""MXNet's backend: contexts, threads and the engine sync (the contract: dlbench.contract).
+"""MXNet's adapter: contexts, threads and the engine sync (the contract: dlbench.contract).
 What the MXNet workload modules share is beside it: the Trainer and the data-parallel step
 (step.py), Gluon's DataLoader (loaders.py), the uses of MXNet's private API (internals.py).
 

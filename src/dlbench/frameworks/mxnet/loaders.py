@@ -1,4 +1,4 @@
-"""MXNet's loaders: Gluon DataLoaders, their worker pools stopped by the backend's teardown."""
+"""MXNet's loaders: Gluon DataLoaders, their worker pools stopped by the adapter's teardown."""
 import signal
 
 

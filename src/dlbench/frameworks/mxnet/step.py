@@ -1,6 +1,6 @@
 """MXNet's step: Adam in a Gluon Trainer over every context, one data-parallel step (`train_step`),
 and what every MXNet workload module does the same way with them (`WorkloadMethods`). mxnet is
-imported inside the functions (see the backend's docstring)."""
+imported inside the functions (see the adapter's docstring)."""
 import warnings
 
 import numpy as np

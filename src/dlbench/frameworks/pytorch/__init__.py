@@ -1,4 +1,4 @@
-"""PyTorch's backend: devices, processes and the device sync (the contract: dlbench.contract).
+"""PyTorch's adapter: devices, processes and the device sync (the contract: dlbench.contract).
 
 Strategies: "none" (one device), "ddp" (DistributedDataParallel, one process per device,
 gloo on CPUs, nccl on GPUs; across nodes through torchrun's env:// rendezvous, dlbench.nodes)

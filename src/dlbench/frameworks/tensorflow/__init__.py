@@ -1,4 +1,4 @@
-"""TensorFlow's backend: devices, processes, strategies and the device sync (the contract:
+"""TensorFlow's adapter: devices, processes, strategies and the device sync (the contract:
 dlbench.contract). What the TensorFlow workload modules share is beside it: the input pipelines
 (loaders.py), the step (step.py), the uses of TensorFlow's private API (internals.py).
 

@@ -1,7 +1,7 @@
 # The lines of framework-specific code per workload and framework, next to its speed
 # (scripts/code_lines.py says what it counts, and how). Every counted file is an input, so that
 # editing a module counts again; the script stops if it counts a file that is not one.
-from dlbench.frameworks import backend_module
+from dlbench.frameworks import adapter_module
 
 CODE_LINES_SCRIPT = Path(workflow.current_basedir) / "scripts" / "code_lines.py"
 # the configured run sets with framework modules of their own (not the memory pass's: it runs its workloads')
@@ -9,11 +9,11 @@ CODE_LINES_SETS = [name for name, (_, run_set) in RUN_SETS.items()
                    if run_set.subject == "framework" and run_set.runs_as is None]
 
 
-# each set's framework modules and task.py, and each framework's backend package
+# each set's framework modules and task.py, and each framework's adapter package
 CODE_LINES_FILES = [local(path) for path in sorted({str(path) for path in [
     SRC.joinpath(*workload_module(name, framework).split(".")).with_suffix(".py")
     for name in CODE_LINES_SETS for framework in [*FRAMEWORKS, None]] + [
-    path for framework in FRAMEWORKS for path in SRC.joinpath(*backend_module(framework).split(".")).glob("*.py")]
+    path for framework in FRAMEWORKS for path in SRC.joinpath(*adapter_module(framework).split(".")).glob("*.py")]
     if path.exists()})]
 
 

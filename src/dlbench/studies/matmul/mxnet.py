@@ -1,7 +1,7 @@
 """The product in MXNet: mx.nd.dot (the engine runs it asynchronously; the block's sync waits).
-mxnet is imported inside the methods: its thread pools read the variables the backend's setup
+mxnet is imported inside the methods: its thread pools read the variables the adapter's setup
 sets, once, at import."""
-from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks import mxnet as adapter
 from dlbench.studies.matmul.task import Matmul
 
 
@@ -9,7 +9,7 @@ class MxnetMatmul(Matmul):
     def on_device(self, *arrays):
         import mxnet as mx
 
-        return tuple(mx.nd.array(a, ctx=backend.contexts(self.placement)[0], dtype="float32") for a in arrays)
+        return tuple(mx.nd.array(a, ctx=adapter.contexts(self.placement)[0], dtype="float32") for a in arrays)
 
     def product_sum(self, left, right):
         import mxnet as mx

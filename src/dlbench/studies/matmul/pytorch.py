@@ -1,13 +1,13 @@
 """The product in PyTorch: torch.mm."""
 import torch
 
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.studies.matmul.task import Matmul
 
 
 class PyTorchMatmul(Matmul):
     def on_device(self, *arrays):
-        return tuple(torch.from_numpy(a).to(backend.device(self.placement)) for a in arrays)
+        return tuple(torch.from_numpy(a).to(adapter.device(self.placement)) for a in arrays)
 
     def product_sum(self, left, right):
         return torch.mm(left, right).sum()

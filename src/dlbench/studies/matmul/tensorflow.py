@@ -1,13 +1,13 @@
 """The product in TensorFlow: tf.linalg.matmul, eager, on the run's device."""
 import tensorflow as tf
 
-from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks import tensorflow as adapter
 from dlbench.studies.matmul.task import Matmul
 
 
 class TensorFlowMatmul(Matmul):
     def build_training(self):
-        self.device = backend.strategy(self.placement).extended.worker_devices[0]
+        self.device = adapter.strategy(self.placement).extended.worker_devices[0]
 
     def on_device(self, *arrays):
         with tf.device(self.device):

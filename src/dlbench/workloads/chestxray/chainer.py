@@ -22,7 +22,7 @@ import chainer.links as L
 import numpy as np
 
 from dlbench.errors import DataError
-from dlbench.frameworks import chainer as backend
+from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import iterator, started
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
@@ -204,7 +204,7 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
         self.model = build_model(self.spec.model)
         if self.spec.weights:
             load_imagenet_weights(self.model, self.spec.weights)
-        self.model.to_device(backend.device(self.placement))
+        self.model.to_device(adapter.device(self.placement))
 
     def build_training(self):
         # The base rate times the number of devices, as the study did.
@@ -217,7 +217,7 @@ class ChainerChestXray(WorkloadMethods, ChestXray):
             self.images, self.labels = self.synthetic_images, self.synthetic_labels.astype(np.int32)
 
     def batches(self, order, epochs):
-        device = backend.device(self.placement)
+        device = adapter.device(self.placement)
         if self.spec.input == "synthetic":
             # This process's batches of the in-memory set, gathered by index (no iterator).
             return ((device.send(self.images[indices % len(self.images)]), device.send(self.labels[indices]))

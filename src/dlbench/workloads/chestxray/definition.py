@@ -288,7 +288,7 @@ RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights
 FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
 TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput only
-# One word per meaning: an image library is not a backend; `batch` is a run's batch; a run set's
+# One word per meaning: an image library is not a backend (the old key); `batch` is a run's batch; a run set's
 # own keys are in its section (its `workers`, its `images` per epoch).
 RENAMED = {"preprocess.backends": "preprocess.libraries", "batch_size": "batch", "loader_workers": "loader.workers",
            "decode_workers": "decode.workers",

@@ -27,7 +27,7 @@ import numpy as np
 from keras import layers
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
-from dlbench.frameworks import keras as backend
+from dlbench.frameworks import keras as adapter
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.errors import NotApplicable
 from dlbench.frameworks.keras.loaders import resident_batches, run_batches
@@ -156,7 +156,7 @@ class KerasChestXray(WorkloadMethods, ChestXray):
 
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
-        with backend.scope(self.placement):
+        with adapter.scope(self.placement):
             self.model = build_model(self.spec.model, self.spec.data.crop, self.spec.weights)
 
     def build_training(self):

@@ -18,7 +18,7 @@ real images (centre crop) in both modes through a DataLoader of its own, with it
 pool: it runs between convergence segments, while the training loader's iteration is open.
 
 mxnet is imported inside the functions: its thread pools read the thread variables that the
-backend's setup sets, once, at import.
+adapter's setup sets, once, at import.
 """
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import numpy as np
 from dlbench.workloads.chestxray.images import IMAGENET_MEAN, IMAGENET_STD, sample_rng
 from dlbench.contract import one_ahead
 from dlbench.errors import DataError
-from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks import mxnet as adapter
 from dlbench.frameworks.mxnet.loaders import data_loader
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.chestxray.definition import DENSENET121, has_densenet121_architecture
@@ -217,7 +217,7 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         import mxnet as mx
 
-        self.contexts = backend.contexts(self.placement)
+        self.contexts = adapter.contexts(self.placement)
         mx.random.seed(self.spec.seed)
         self.model = build_model(self.spec.model)
         self.model.initialize(ctx=self.contexts)  # Gluon's default initialiser, as the model zoo leaves it

@@ -6,11 +6,11 @@ checkpoints load: `load_imagenet_weights`). Input "real": a Dataset keyed by (ep
 that decodes with PIL (the pillow-simd the environment has) and applies the shared random
 crop, flip and normalisation, in a DataLoader whose persistent workers start in
 build_training; on a GPU it pins its batches and each is copied to the device one batch ahead
-(backend.on_device). Input "synthetic": the task's random tensors in host memory, each batch
+(adapter.on_device). Input "synthetic": the task's random tensors in host memory, each batch
 gathered by index in this process, no loader; on a GPU into reused pinned buffers, copied one
-batch ahead on a side stream (backend.gathered). Input "resident": the same tensors, labels and
+batch ahead on a side stream (adapter.gathered). Input "resident": the same tensors, labels and
 the run's order put on the device once, outside the clock, each batch gathered there
-(backend.resident).
+(adapter.resident).
 """
 import re
 from collections import OrderedDict
@@ -24,7 +24,7 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC as torchvision's densenet.py builds it, with its module names -------
@@ -222,12 +222,12 @@ def train_loader(paths, labels, spec, pin_memory):
     return loader, sampler
 
 
-class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
+class PyTorchChestXray(adapter.WorkloadMethods, ChestXray):
     dense_layers = True
 
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
-        self.device = backend.device(self.placement)
+        self.device = adapter.device(self.placement)
         self.model = build_model(self.spec.model)
         if self.spec.weights:
             load_imagenet_weights(self.model, self.spec.weights)
@@ -237,8 +237,8 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
         gpu = self.placement.device_kind == "gpu"
         for module in self.model.modules():
             if isinstance(module, DenseLayer):
-                module.checkpointed = self.spec.mode == backend.CHECKPOINT
-        self.net = backend.wrap(self.model, self.placement)
+                module.checkpointed = self.spec.mode == adapter.CHECKPOINT
+        self.net = adapter.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.learning_rate,
                                           betas=(opt.beta1, opt.beta2), eps=opt.eps)
@@ -252,9 +252,9 @@ class PyTorchChestXray(backend.WorkloadMethods, ChestXray):
     def batches(self, order, epochs):
         if self.spec.input == "real":
             self.sampler.set_order(order, epochs)
-            return backend.on_device(self.loader, self.placement)
+            return adapter.on_device(self.loader, self.placement)
         # the images by index % pool, the labels by index (no loader)
-        place = backend.resident if self.spec.input == "resident" else backend.gathered
+        place = adapter.resident if self.spec.input == "resident" else adapter.gathered
         return place((self.images, self.labels), (order % len(self.images), order), self.placement)
 
     def train_step(self, batch):

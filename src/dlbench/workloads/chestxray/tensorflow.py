@@ -31,7 +31,7 @@ import tensorflow as tf
 from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
 from dlbench.contract import shard
 from dlbench.errors import DataError
-from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
@@ -164,7 +164,7 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
 
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
-        self.strategy = backend.strategy(self.placement)
+        self.strategy = adapter.strategy(self.placement)
         crop = self.spec.data.crop
         with self.strategy.scope():
             self.model = build_model(self.spec.model, crop, self.spec.weights)

@@ -12,7 +12,7 @@ import chainer.functions as F
 import chainer.links as L
 import numpy as np
 
-from dlbench.frameworks import chainer as backend
+from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import iterator, started
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.imdb.task import Imdb
@@ -66,7 +66,7 @@ class ChainerImdb(WorkloadMethods, Imdb):
     def build_model(self):
         np.random.seed(self.spec.seed)  # Chainer's initializers draw from numpy's global generator
         self.model = build_model(self.spec.model)
-        self.model.to_device(backend.device(self.placement))
+        self.model.to_device(adapter.device(self.placement))
 
     def build_training(self):
         self.optimizer = make_optimizer(self.model, self.spec.optimizer, self.placement)
@@ -76,7 +76,7 @@ class ChainerImdb(WorkloadMethods, Imdb):
 
     def batches(self, order, epochs):
         self.train_set.order = order  # before the iterator's worker pool starts (forked with it)
-        send = backend.device(self.placement).send
+        send = adapter.device(self.placement).send
         return ((send(tokens), send(labels)) for ((tokens, labels),) in started(self.iterator, self.spec.workers))
 
     def load_weights(self, weights):

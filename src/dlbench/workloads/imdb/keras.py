@@ -4,7 +4,7 @@ the backend the env's KERAS_BACKEND chooses): one device, Keras' loader with N w
 The loader: a keras.utils.PyDataset whose item i is one vectorised gather of the batch of the
 run's step offset + i from the sequences in memory; PyDataset(workers=N, use_multiprocessing=True):
 with N > 0 Keras' OrderedEnqueuer gathers the batches in N worker processes, in order; with
-0 in the training process (dlbench.frameworks.keras says how each backend's fit reads it, and
+0 in the training process (dlbench.frameworks.keras says how each Keras backend's fit reads it, and
 keras-tensorflow's tf.data pipeline of the same batches). model.fit runs the protocol's blocks;
 the learning rate follows the study's schedule by the run's step.
 """
@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from dlbench.frameworks import keras as backend
+from dlbench.frameworks import keras as adapter
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.imdb.task import Imdb
@@ -54,7 +54,7 @@ class KerasImdb(WorkloadMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         m = self.spec.model
-        with backend.scope(self.placement):
+        with adapter.scope(self.placement):
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
 
     def build_training(self):

@@ -4,11 +4,11 @@ Each item of the loader's batch sampler is a whole index batch, which the datase
 arrays) gathers in one vectorised step, in a worker, or in the training process with 0 workers.
 
 mxnet is imported inside the functions: its thread pools read the thread variables that the
-backend's setup sets, once, at import.
+adapter's setup sets, once, at import.
 """
 import numpy as np
 
-from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks import mxnet as adapter
 from dlbench.frameworks.mxnet.loaders import data_loader
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.imdb.task import Imdb
@@ -74,7 +74,7 @@ class MXNetImdb(WorkloadMethods, Imdb):
     def build_model(self):
         import mxnet as mx
 
-        self.ctx = backend.contexts(self.placement)[0]
+        self.ctx = adapter.contexts(self.placement)[0]
         mx.random.seed(self.spec.seed)
         m = self.spec.model
         self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.classes)

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
 from dlbench.errors import NotApplicable
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.imdb.task import Imdb
 
 
@@ -51,26 +51,26 @@ class RunOrder(Sampler):
         return len(self.order)
 
 
-class PyTorchImdb(backend.WorkloadMethods, Imdb):
+class PyTorchImdb(adapter.WorkloadMethods, Imdb):
     input_dtype = "int64"
 
     @classmethod
     def check(cls, spec, device_kind):
         super().check(spec, device_kind)
-        if spec.mode == backend.CHANNELS_LAST:
+        if spec.mode == adapter.CHANNELS_LAST:
             raise NotApplicable(f"mode {spec.mode!r} is the memory format of 4-D image batches (NCHW as NHWC) "
                                 f"for convolutions: an LSTM's inputs are token sequences, with no channels")
 
     def build_model(self):
         torch.manual_seed(self.spec.seed)
-        self.device = backend.device(self.placement)
+        self.device = adapter.device(self.placement)
         self.sparse = self.spec.grad == "sparse"
         self.model = build_model(self.spec.model, self.sparse).to(self.device)
 
     def build_training(self):
         # Mode compile: Dynamo (torch 2.13) leaves nn.LSTM eager, a graph break (its allow_rnn is
         # experimental and off), so only the embedding and the classifier are compiled.
-        self.net = backend.wrap(self.model, self.placement)
+        self.net = adapter.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         kwargs = {"lr": opt.lr, "betas": (opt.beta1, opt.beta2), "eps": opt.eps}
         if self.sparse:  # Adam rejects sparse gradients: SparseAdam for the embedding, Adam for the rest
@@ -91,7 +91,7 @@ class PyTorchImdb(backend.WorkloadMethods, Imdb):
 
     def batches(self, order, epochs):
         self.sampler.set_order(order)
-        return backend.on_device(self.loader, self.placement)
+        return adapter.on_device(self.loader, self.placement)
 
     def set_learning_rate(self, lr):
         for optimizer in self.optimizers:

@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
@@ -22,7 +22,7 @@ from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras 
 class TensorFlowImdb(WorkloadMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
-        self.strategy = backend.strategy(self.placement)
+        self.strategy = adapter.strategy(self.placement)
         m = self.spec.model
         with self.strategy.scope():
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)

@@ -5,7 +5,7 @@ import chainer.functions as F
 import chainer.links as L
 import numpy as np
 
-from dlbench.frameworks import chainer as backend
+from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.mnist.task import Mnist
 
@@ -56,7 +56,7 @@ class ChainerMnist(WorkloadMethods, Mnist):
     def build_model(self):
         np.random.seed(self.spec.seed)  # Chainer's initializers draw from numpy's global generator
         self.model = build_model(self.spec.model.name)
-        self.model.to_device(backend.device(self.placement))
+        self.model.to_device(adapter.device(self.placement))
 
     def build_training(self):
         self.optimizer = make_optimizer(self.model, self.spec.optimizer, self.placement)
@@ -66,7 +66,7 @@ class ChainerMnist(WorkloadMethods, Mnist):
         self.train_set = chainer.datasets.TupleDataset(self.train_images, self.train_labels.astype(np.int32))
 
     def batches(self, order, epochs):
-        send = backend.device(self.placement).send
+        send = adapter.device(self.placement).send
         # One gather per batch, in this process, when the step asks for it.
         return (tuple(send(array) for array in self.train_set[indices]) for indices in order)
 

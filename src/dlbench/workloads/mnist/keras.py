@@ -11,7 +11,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from dlbench.frameworks import keras as backend
+from dlbench.frameworks import keras as adapter
 from dlbench.frameworks.keras.fit import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.mnist.task import Mnist
@@ -65,7 +65,7 @@ class KerasMnist(WorkloadMethods, Mnist):
 
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
-        with backend.scope(self.placement):
+        with adapter.scope(self.placement):
             self.model = build_model(self.spec.model.name)
 
     def build_training(self):

@@ -3,10 +3,10 @@
 kvstore sums every node's).
 
 mxnet is imported inside the functions: its thread pools read the thread variables that the
-backend's setup sets, once, at import.
+adapter's setup sets, once, at import.
 """
 
-from dlbench.frameworks import mxnet as backend
+from dlbench.frameworks import mxnet as adapter
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.mnist.task import Mnist
 
@@ -44,7 +44,7 @@ class MXNetMnist(WorkloadMethods, Mnist):
     def build_model(self):
         import mxnet as mx
 
-        self.contexts = backend.contexts(self.placement)
+        self.contexts = adapter.contexts(self.placement)
         mx.random.seed(self.spec.seed)
         self.model = build_model(self.spec.model.name)
         # On every context; the values are replaced by the shared start (Workload.build).

@@ -3,7 +3,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -24,14 +24,14 @@ def build_model(name):
     raise ValueError(f"unknown model {name!r}")
 
 
-class PyTorchMnist(backend.WorkloadMethods, Mnist):
+class PyTorchMnist(adapter.WorkloadMethods, Mnist):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
-        self.device = backend.device(self.placement)
+        self.device = adapter.device(self.placement)
         self.model = build_model(self.spec.model.name).to(self.device)
 
     def build_training(self):
-        self.net = backend.wrap(self.model, self.placement)
+        self.net = adapter.wrap(self.model, self.placement)
         opt = self.spec.optimizer
         self.optimizer = torch.optim.Adam(self.net.parameters(), lr=opt.lr, betas=(opt.beta1, opt.beta2), eps=opt.eps)
         self.loss_fn = nn.CrossEntropyLoss()
@@ -41,7 +41,7 @@ class PyTorchMnist(backend.WorkloadMethods, Mnist):
         # A DataLoader over index batches: each batch is one vectorised gather (TensorDataset[index]).
         loader = DataLoader(self.train_set, sampler=[torch.from_numpy(b) for b in order], batch_size=None,
                             pin_memory=self.placement.device_kind == "gpu")
-        return backend.on_device(loader, self.placement)
+        return adapter.on_device(loader, self.placement)
 
     def train_step(self, batch):
         images, labels = batch

@@ -11,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
 from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
@@ -21,7 +21,7 @@ from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # 
 class TensorFlowMnist(WorkloadMethods, Mnist):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
-        self.strategy = backend.strategy(self.placement)
+        self.strategy = adapter.strategy(self.placement)
         with self.strategy.scope():
             self.model = build_model(self.spec.model.name)
 

@@ -13,8 +13,8 @@ of its own (mnist, imdb, chestxray, chestxray's loader benchmark in chestxray/lo
 - code_lines: the framework's module of the run set, dlbench/workloads/<run set>/<module>.py
   (a study's: dlbench/studies/<run set>/<module>.py; dlbench.definitions.workload_module): its model, step and loader. A framework without one
   has no row (Keras' matmul: its product is its backend's). Keras' three frameworks run one
-  module on three backends: the same lines for each, module_shared says so.
-- backend_lines: the framework's backend package, dlbench/frameworks/<module>/*.py, that every
+  module on three Keras backends: the same lines for each, module_shared says so.
+- adapter_lines: the framework's adapter package, dlbench/frameworks/<module>/*.py, that every
   workload of the framework shares (devices, step, loaders): once per framework, the same in
   each of its rows (a Keras framework's, not also its engine's).
 - shared_lines: the run set's task.py, the part every framework shares: for scale.
@@ -42,7 +42,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import LogFormatter
 from radon.raw import analyze
 
-from dlbench.frameworks import FRAMEWORKS, backend_module
+from dlbench.frameworks import FRAMEWORKS, adapter_module
 from dlbench.plots import colour, no_data
 from dlbench.stats import plain
 from dlbench.definitions import run_sets, workload_module
@@ -68,8 +68,8 @@ def module_file(src, module):
     return Path(src) / (module.replace(".", "/") + ".py")
 
 
-def backend_files(src, framework):
-    return sorted(Path(src, *backend_module(framework).split(".")).glob("*.py"))
+def adapter_files(src, framework):
+    return sorted(Path(src, *adapter_module(framework).split(".")).glob("*.py"))
 
 
 def framework_run_sets(workloads):
@@ -116,14 +116,14 @@ def count(src, sets, frameworks, points_tables):
             rows.append({
                 "workload": name, "framework": framework, "module": str(path.relative_to(src)),
                 "module_shared": bool(users[path] > 1), "code_lines": code_lines(path),
-                "backend_lines": sum(code_lines(f) for f in backend_files(src, framework)),
+                "adapter_lines": sum(code_lines(f) for f in adapter_files(src, framework)),
                 "shared_lines": shared_lines, "mode": measured.get("mode", np.nan),
                 "point": point if framework in speed.index else "", "sample": run_set.sample,
                 "samples_per_s": measured.get("mean", np.nan), "ci_low": measured.get("ci_low", np.nan),
                 "ci_high": measured.get("ci_high", np.nan),
             })
     return pd.DataFrame(rows, columns=["workload", "framework", "module", "module_shared", "code_lines",
-                                       "backend_lines", "shared_lines", "mode", "point", "sample", "samples_per_s",
+                                       "adapter_lines", "shared_lines", "mode", "point", "sample", "samples_per_s",
                                        "ci_low", "ci_high"])
 
 
@@ -131,7 +131,7 @@ def counted_files(src, table):
     """Every file the table's counts read."""
     files = {Path(src) / module for module in table["module"]}
     files |= {module_file(src, workload_module(name, None)) for name in table["workload"]}
-    files |= {f for framework in table["framework"] for f in backend_files(src, framework)}
+    files |= {f for framework in table["framework"] for f in adapter_files(src, framework)}
     return {f.resolve() for f in files}
 
 

@@ -12,7 +12,7 @@ import torch
 
 from dlbench import numerics
 from dlbench.clock import run_order
-from dlbench.protocol import backend_of, workload_class
+from dlbench.protocol import adapter_of, workload_class
 from dlbench.specs import spec_from_dict
 
 MAX_BATCH = 4096  # the exported program's largest batch
@@ -22,13 +22,13 @@ EXAMPLE_BATCH = 2  # the example batch of the export (its batch axis is dynamic)
 def train(spec):
     """The PyTorch workload of `spec` on the CPU, from the shared start, trained for the spec's
     convergence steps on the run's order (the first steps of every run of that spec); its losses."""
-    backend = backend_of(spec)
-    workload = workload_class(spec)(spec, backend.setup(spec, "cpu", 0), backend)
+    adapter = adapter_of(spec)
+    workload = workload_class(spec)(spec, adapter.setup(spec, "cpu", 0), adapter)
     workload.build()
     steps = spec.convergence.steps
     order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, max(steps, 1))
     batches = workload.batches(workload.placement.local(order), epochs)
-    losses = [backend.to_float(workload.train_step(batch)) for batch, _ in zip(batches, range(steps))]
+    losses = [adapter.to_float(workload.train_step(batch)) for batch, _ in zip(batches, range(steps))]
     return workload, losses
 
 

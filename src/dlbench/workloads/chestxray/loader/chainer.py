@@ -1,7 +1,7 @@
 """The ChestX-ray training loader of Chainer alone: the dataset and MultiprocessIterator of the
 DenseNet-121 workload (Pillow decode, crop and flip from the shared seed, normalise) with
 `workers` worker processes, each batch concatenated onto the device; no model."""
-from dlbench.frameworks import chainer as backend
+from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import started
 from dlbench.workloads.chestxray.chainer import on_device, training_iterator
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
@@ -13,7 +13,7 @@ class ChainerChestXrayLoader(ChestXrayLoader):
 
     def batches(self, order, epochs):
         self.train_set.set_order(order, epochs)
-        return on_device(started(self.iterator, self.spec.workers), backend.device(self.placement))
+        return on_device(started(self.iterator, self.spec.workers), adapter.device(self.placement))
 
 
 WORKLOAD = ChainerChestXrayLoader

@@ -3,11 +3,11 @@
 normalise; `workers` persistent worker processes, or the consuming thread) over the run's order,
 each batch placed on the device (jax.device_put); no model.
 
-The step takes the batch only: it hands it to the backend, whose sync waits for the block's
+The step takes the batch only: it hands it to the adapter, whose sync waits for the block's
 last transfer before the clock stops (the transfers are asynchronous, and nothing else waits
 for them).
 """
-from dlbench.frameworks import jax as backend
+from dlbench.frameworks import jax as adapter
 from dlbench.frameworks.jax.loaders import feed_order, order_feed
 from dlbench.workloads.chestxray.jax import TrainBatch
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
@@ -24,7 +24,7 @@ class JaxChestXrayLoader(ChestXrayLoader):
 
     def train_step(self, batch):
         """No loss: the batch is on its way to the device, that is all a loader does."""
-        backend.hold(self.placement, batch)
+        adapter.hold(self.placement, batch)
 
 
 WORKLOAD = JaxChestXrayLoader

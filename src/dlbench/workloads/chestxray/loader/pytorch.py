@@ -1,6 +1,6 @@
 """The PyTorch ChestX-ray training loader alone: the DataLoader of the ChestX-ray workload
 (PIL decode, shared crop and flip, normalise; persistent workers), batches moved to the device."""
-from dlbench.frameworks import pytorch as backend
+from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.chestxray.pytorch import train_loader
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
@@ -12,7 +12,7 @@ class PyTorchChestXrayLoader(ChestXrayLoader):
 
     def batches(self, order, epochs):
         self.sampler.set_order(order, epochs)
-        return backend.on_device(self.loader, self.placement)
+        return adapter.on_device(self.loader, self.placement)
 
 
 WORKLOAD = PyTorchChestXrayLoader

@@ -6,7 +6,7 @@ The step only touches each batch on the device.
 """
 import tensorflow as tf
 
-from dlbench.frameworks import tensorflow as backend
+from dlbench.frameworks import tensorflow as adapter
 from dlbench.workloads.chestxray.tensorflow import TrainLoader
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
@@ -14,7 +14,7 @@ from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 class TensorFlowChestXrayLoader(ChestXrayLoader):
     def build_training(self):
         self.loader = TrainLoader(self)
-        strategy = backend.strategy(self.placement)
+        strategy = adapter.strategy(self.placement)
 
         def touch(images, labels):
             return tf.reduce_sum(images[:, 0, 0, 0]) + tf.reduce_sum(labels[:, 0])
