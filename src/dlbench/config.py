@@ -47,7 +47,7 @@ def take_renamed(config, warn=None):
         section = config.get(name)
         for key, values in getattr(definition(name), "RENAMED_VALUES", {}).items():
             listed = section.get(key) if isinstance(section, dict) else None
-            renamed = [v for v in listed or [] if v in values] if isinstance(listed, list) else []
+            renamed = [v for v in listed if v in values] if isinstance(listed, list) else []
             if renamed:
                 section[key] = [values.get(v, v) for v in listed]
                 print(f"warning: config {name}.{key}: {', '.join(renamed)} renamed to "

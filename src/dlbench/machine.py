@@ -10,8 +10,6 @@ from pathlib import Path
 from dlbench.envs import running_interpreter
 
 REPO = Path(__file__).resolve().parents[2]
-
-
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "MXNET_CPU_WORKER_NTHREADS")
 
@@ -35,7 +33,6 @@ def cpu_model():
 
 
 # The instruction-set extensions that decide which kernels the frameworks run (/proc/cpuinfo's names).
-
 DECISIVE_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512cd",
                   "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx512ifma", "avx512vbmi", "avx_vnni", "amx_tile",
                   "amx_bf16", "amx_int8")
