@@ -121,8 +121,8 @@ def run_code(spec):
     module for the framework (for a run of no framework, its task) and the workload's definition
     (its spec, its initial weights), with everything they import."""
     return [local(f) for f in code_files(SRC, modules=["dlbench.harness", "dlbench.protocol", *adapter_modules(spec.framework),
-                                    workload_module(spec.workload, spec.framework),
-                                    definition_module(RUN_SETS[spec.workload][0])])]
+                                    workload_module(spec.run_set, spec.framework),
+                                    definition_module(RUN_SETS[spec.run_set][0])])]
 
 
 # ---- raw data ----------------------------------------------------------------------
@@ -170,8 +170,8 @@ TRAINING = 1 if RUNS_AT_ONCE == 1 else 0  # the `training` resource a training j
 LOCK = ["--lock", "results/locks/training"] if RUNS_AT_ONCE == 1 else []
 
 
-def record_path(workload, subject, point_id):
-    return f"results/runs/{workload}/{subject}/{point_id}.json"
+def record_path(run_set, subject, point_id):
+    return f"results/runs/{run_set}/{subject}/{point_id}.json"
 
 
 # Repeats: `repeats` of every timed point, then rounds of one more repeat for the points whose
@@ -209,7 +209,7 @@ SUBJECTS = {name: list(dict.fromkeys(getattr(spec, RUN_SETS[name][1].subject) fo
 
 
 def spec_of(wildcards):
-    return RUN_SPECS[wildcards.workload][record_path(wildcards.workload, wildcards.subject, wildcards.run)]
+    return RUN_SPECS[wildcards.run_set][record_path(wildcards.run_set, wildcards.subject, wildcards.run)]
 
 
 def run_spec(wildcards):
@@ -219,7 +219,7 @@ def run_spec(wildcards):
 
 def run_env(wildcards):
     """The env a run runs in: its framework's, or its library's."""
-    return RUN_SETS[wildcards.workload][1].env(spec_of(wildcards))
+    return RUN_SETS[wildcards.run_set][1].env(spec_of(wildcards))
 
 
 def spec_data(spec):
@@ -246,7 +246,7 @@ def run_attempt(wildcards):
     no record (dlbench.run_schema: unreadable, cut short, of another schema), so that this
     invocation runs it again (the old file stays until the new record replaces it); the harness
     stores it in the record, so that a run that then succeeded is not run again."""
-    path = record_path(wildcards.workload, wildcards.subject, wildcards.run)
+    path = record_path(wildcards.run_set, wildcards.subject, wildcards.run)
     error = record_error(path)
     if error:
         NO_RECORDS[path] = error
@@ -273,7 +273,7 @@ def run_gpus(wildcards):
 
 def run_memory_mb(wildcards):
     cluster = config["cluster"]
-    return cluster["memory_mb_by_workload"].get(RUN_SETS[wildcards.workload][0], cluster["memory_mb"])
+    return cluster["memory_mb_by_workload"].get(RUN_SETS[wildcards.run_set][0], cluster["memory_mb"])
 
 
 def run_minutes(wildcards):
@@ -291,7 +291,7 @@ def run_priority(wildcards):
     library and workload), so that drift of the machine does not land on one of them; within
     a repeat the order of the run set's frameworks (or libraries) turns by one each repeat."""
     repeat = int(re.search(r"repeat~(\d+)", wildcards.run).group(1))
-    names = SUBJECTS[wildcards.workload]
+    names = SUBJECTS[wildcards.run_set]
     turn = (names.index(wildcards.subject) - repeat) % len(names)
     return (MAX_REPEATS - repeat + 1) * len(names) - turn
 
@@ -299,11 +299,6 @@ def run_priority(wildcards):
 # ---- targets -----------------------------------------------------------------------
 
 TABLES = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful-runs", "utilisation")
-def record_sets():
-    """The run sets of the configured workloads and studies: each has its records and tables."""
-    return list(RUN_SPECS)
-
-
 def first_records(name):
     """The records of a run set's first round: its repeats up to `repeats` (all of an untimed set's)."""
     return [path for path, spec in RUN_SPECS[name].items() if spec.repeat <= MIN_REPEATS]
@@ -354,20 +349,20 @@ def final_plan(wildcards=None):
 
 def all_targets():
     """The first round's records (the later rounds' come with the tables that read them) and the report."""
-    return [path for name in record_sets() for path in first_records(name)] + report_targets()
+    return [path for name in RUN_SETS for path in first_records(name)] + report_targets()
 
 
 def report_targets():
-    targets = [f"results/tables/{name}-{table}.csv" for name in record_sets() for table in TABLES]
+    targets = [f"results/tables/{name}-{table}.csv" for name in RUN_SETS for table in TABLES]
     for w in [*WORKLOADS, *STUDIES]:
         targets += [f"results/figures/{w}/{name}.png" for name in definition(w).FIGURES]
         targets += [f"results/tables/{w}-{name}.csv" for name in definition(w).TABLES]
     return targets + ["results/tables/headline-ratios.csv"]
 
 
-def aggregate_target(record_set):
-    """The aggregate's --target of a record set: its workload's accuracy target, if it has one."""
-    workload = RUN_SETS[record_set][0]
+def aggregate_target(run_set):
+    """The aggregate's --target of a run set: its workload's accuracy target, if it has one."""
+    workload = RUN_SETS[run_set][0]
     target = definition(workload).TARGET
     return ["--target", target[0], config[workload][target[1]]] if target else []
 
@@ -380,9 +375,9 @@ def figure_outputs(workload, captions):
             for name in definition(workload).FIGURES}
 
 
-def table_inputs(workload, *tables):
-    """{table: results/tables/<workload>-<table>.csv} of a workload's run set tables."""
-    return {table.replace("-", "_"): f"results/tables/{workload}-{table}.csv" for table in tables}
+def table_inputs(run_set, *tables):
+    """{table: results/tables/<run_set>-<table>.csv} of a run set's tables."""
+    return {table.replace("-", "_"): f"results/tables/{run_set}-{table}.csv" for table in tables}
 
 
 # ---- comparing two result sets (rules/compare.smk) ---------------------------------------
@@ -414,7 +409,7 @@ def compare_baseline_environments(wildcards):
 def report_runs(fail):
     """Say how the configured runs stand: N ok, N not applicable, N failed (with the logs of
     the failed ones); with fail (config fail_on_failed_runs), failed runs fail the invocation."""
-    paths = [path for name in record_sets() for path in set_records(name, checked=False)]
+    paths = [path for name in RUN_SETS for path in set_records(name, checked=False)]
     errors = {path: record_error(path) for path in paths}
     statuses = {path: "damaged" if errors[path] else (read_record(path) or {}).get("status") for path in paths}
     failed = [path for path, status in statuses.items() if status == "failed"]

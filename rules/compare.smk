@@ -8,10 +8,10 @@ rule compare:
         table=report("results/tables/compare.csv", caption="../report/compare.rst", category="compare"),
         figure=report("results/figures/compare.png", caption="../report/compare-figure.rst", category="compare"),
     input:
-        new=[f"results/tables/{name}-units.csv" for name in record_sets()],
+        new=[f"results/tables/{name}-units.csv" for name in RUN_SETS],
         old=compare_baseline_tables,
         # the CPUs each side ran on: a warning, and the table's same_cpu, when they differ
-        new_environments=[f"results/tables/{name}-environment.csv" for name in record_sets()],
+        new_environments=[f"results/tables/{name}-environment.csv" for name in RUN_SETS],
         old_environments=compare_baseline_environments,
         **script_inputs("compare.py"),
         python=env_input("report"),

@@ -6,18 +6,18 @@
 
 rule aggregate:
     output:
-        runs=report(update("results/tables/{workload}-runs.csv"), caption="../report/runs.rst", category="{workload}", subcategory="tables", labels={"table": "runs"}),
-        convergence=report(update("results/tables/{workload}-convergence.csv"), caption="../report/convergence.rst", category="{workload}", subcategory="tables", labels={"table": "convergence"}),
-        units=report(update("results/tables/{workload}-units.csv"), caption="../report/units.rst", category="{workload}", subcategory="tables", labels={"table": "timed units"}),
-        points=report(update("results/tables/{workload}-points.csv"), caption="../report/points.rst", category="{workload}", subcategory="tables", labels={"table": "statistics per point"}),
-        ratios=report(update("results/tables/{workload}-ratios.csv"), caption="../report/ratios.rst", category="{workload}", subcategory="tables", labels={"table": "ratios with intervals"}),
-        environment=report(update("results/tables/{workload}-environment.csv"), caption="../report/environment.rst", category="{workload}", subcategory="tables", labels={"table": "environment"}),
-        unsuccessful=report(update("results/tables/{workload}-unsuccessful-runs.csv"), caption="../report/unsuccessful.rst", category="{workload}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
-        utilisation=report(update("results/tables/{workload}-utilisation.csv"), caption="../report/utilisation.rst", category="{workload}", subcategory="tables", labels={"table": "utilisation samples"}),
+        runs=report(update("results/tables/{run_set}-runs.csv"), caption="../report/runs.rst", category="{run_set}", subcategory="tables", labels={"table": "runs"}),
+        convergence=report(update("results/tables/{run_set}-convergence.csv"), caption="../report/convergence.rst", category="{run_set}", subcategory="tables", labels={"table": "convergence"}),
+        units=report(update("results/tables/{run_set}-units.csv"), caption="../report/units.rst", category="{run_set}", subcategory="tables", labels={"table": "timed units"}),
+        points=report(update("results/tables/{run_set}-points.csv"), caption="../report/points.rst", category="{run_set}", subcategory="tables", labels={"table": "statistics per point"}),
+        ratios=report(update("results/tables/{run_set}-ratios.csv"), caption="../report/ratios.rst", category="{run_set}", subcategory="tables", labels={"table": "ratios with intervals"}),
+        environment=report(update("results/tables/{run_set}-environment.csv"), caption="../report/environment.rst", category="{run_set}", subcategory="tables", labels={"table": "environment"}),
+        unsuccessful=report(update("results/tables/{run_set}-unsuccessful-runs.csv"), caption="../report/unsuccessful.rst", category="{run_set}", subcategory="tables", labels={"table": "failed or not applicable runs"}),
+        utilisation=report(update("results/tables/{run_set}-utilisation.csv"), caption="../report/utilisation.rst", category="{run_set}", subcategory="tables", labels={"table": "utilisation samples"}),
     input:
-        records=lambda wildcards: set_records(wildcards.workload),
+        records=lambda wildcards: set_records(wildcards.run_set),
         # the last round's plan: why each point stopped (a timed set's)
-        rounds=lambda wildcards: final_plan() if wildcards.workload in TIMED_SETS else [],  # [] without rounds
+        rounds=lambda wildcards: final_plan() if wildcards.run_set in TIMED_SETS else [],  # [] without rounds
         **script_inputs("aggregate.py"),
         python=env_input("report"),
     params:
@@ -28,14 +28,14 @@ rule aggregate:
             "--confidence", MEASUREMENT["confidence"], "--resamples", MEASUREMENT["resamples"],
             "--cv-threshold", MEASUREMENT["cv_threshold"], "--seed", config["seed"],
         ],
-        target=lambda wildcards: aggregate_target(wildcards.workload),
+        target=lambda wildcards: aggregate_target(wildcards.run_set),
         frameworks=FRAMEWORKS,
     log:
-        "results/logs/report/aggregate-{workload}.log",
+        "results/logs/report/aggregate-{run_set}.log",
     benchmark:
-        "results/benchmarks/aggregate/{workload}.tsv"
+        "results/benchmarks/aggregate/{run_set}.tsv"
     wildcard_constraints:
-        workload="|".join(map(re.escape, RUN_SETS)),
+        run_set="|".join(map(re.escape, RUN_SETS)),
     conda:
         stack_env_file("report")
     shell:
@@ -53,7 +53,7 @@ rule headline:
         report(update("results/tables/headline-ratios.csv"), caption="../report/headline.rst", category="headline", labels={"table": "ratios of every workload"}),
     input:
         # the timed run sets' (the memory pass's runs take a few steps: their time is no measurement)
-        ratios=lambda wildcards: [f"results/tables/{name}-ratios.csv" for name in record_sets() if RUN_SETS[name][1].timed],
+        ratios=lambda wildcards: [f"results/tables/{name}-ratios.csv" for name in RUN_SETS if RUN_SETS[name][1].timed],
         **script_inputs("headline.py"),
         python=env_input("report"),
     params:

@@ -8,7 +8,7 @@
 
 rule train:
     output:
-        "results/runs/{workload}/{subject}/{run}.json",
+        "results/runs/{run_set}/{subject}/{run}.json",
     input:
         unpack(run_inputs),
     params:
@@ -17,9 +17,9 @@ rule train:
         lock=LOCK,
         attempt=run_attempt,
     log:
-        "results/logs/runs/{workload}/{subject}/{run}.log",
+        "results/logs/runs/{run_set}/{subject}/{run}.log",
     wildcard_constraints:
-        workload="|".join(map(re.escape, RUN_SETS)) or "(?!)",
+        run_set="|".join(map(re.escape, RUN_SETS)) or "(?!)",
         subject="|".join(map(re.escape, {s for names in SUBJECTS.values() for s in names})) or "(?!)",
     threads: THREADS
     resources:

@@ -52,18 +52,20 @@ RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed
 CALLS = ("faster", "slower", "same")   # the verdicts a contended or short-unit side withdraws
 
 
-# Values renamed so that one word has one meaning, as tables before the rename hold them: a
-# baseline folder of an older release still meets the same points.
+# Columns and values renamed so that one word has one meaning, as tables before the rename
+# hold them: a baseline folder of an older release still meets the same points.
+RENAMED_COLUMNS = {"workload": "run_set"}
 RENAMED_VALUES = {"strategy": {"single": "none"}, "input": {"device": "resident"}}
 
 
 def units_tables(folder):
-    """{workload: units table} of a results folder; an error naming the folder if it has none."""
+    """{run set: units table} of a results folder; an error naming the folder if it has none."""
     paths = sorted((Path(folder) / "tables").glob("*-units.csv"))
     if not paths:
         sys.exit(f"compare: {folder} has no units tables ({Path(folder) / 'tables' / '*-units.csv'}); "
                  "is it a results folder the workflow has aggregated?")
-    return {path.name.removesuffix("-units.csv"): pd.read_csv(path).replace(RENAMED_VALUES) for path in paths}
+    return {path.name.removesuffix("-units.csv"): pd.read_csv(path).rename(columns=RENAMED_COLUMNS).replace(RENAMED_VALUES)
+            for path in paths}
 
 
 def environments(folder):
@@ -104,29 +106,29 @@ def with_flags(part, before, after, cv_threshold=0.05):
 
 
 def compare_folders(old, new, cv_threshold=0.05, **options):
-    """compare() per workload (each has its own point columns) with each side's flags
-    (with_flags), in one table: the points of every workload's columns, the points in one folder
+    """compare() per run set (each has its own point columns) with each side's flags
+    (with_flags), in one table: the points of every run set's columns, the points in one folder
     only at the end, and a readable label of each point ("point", not written to the CSV)."""
     parts = []
-    for workload in sorted(set(old) | set(new)):
-        # a workload on one side only: the other side is an empty table with the same columns
-        before = old[workload] if workload in old else new[workload].iloc[:0]
-        after = new[workload] if workload in new else before.iloc[:0]
+    for run_set in sorted(set(old) | set(new)):
+        # a run set on one side only: the other side is an empty table with the same columns
+        before = old[run_set] if run_set in old else new[run_set].iloc[:0]
+        after = new[run_set] if run_set in new else before.iloc[:0]
         part = with_flags(compare(before, after, **options), before, after, cv_threshold)
-        keys = [c for c in part.columns if c not in ("workload", "framework", *RESULTS)]
+        keys = [c for c in part.columns if c not in ("run_set", "framework", *RESULTS)]
         part["point"] = [" ".join(f"{k}={plain(v)}" for k, v in zip(keys, values) if not pd.isna(v))
                          for values in part[keys].itertuples(index=False)]
         parts.append(part)
     table = pd.concat(parts, ignore_index=True)
-    keys = [c for c in table.columns if c not in ("workload", "framework", "point", *RESULTS)]
-    table[keys] = table[keys].convert_dtypes()  # 2, not 2.0, where other workloads leave NaN
+    keys = [c for c in table.columns if c not in ("run_set", "framework", "point", *RESULTS)]
+    table[keys] = table[keys].convert_dtypes()  # 2, not 2.0, where other run sets leave NaN
     only = table["verdict"].str.startswith("only")
-    return pd.concat([table[~only], table[only]], ignore_index=True)[["workload", "framework", *keys, *RESULTS,
+    return pd.concat([table[~only], table[only]], ignore_index=True)[["run_set", "framework", *keys, *RESULTS,
                                                                        "point"]]
 
 
 def label(row):
-    return f"{row['workload']} {row['framework']} {row['point']}".strip()
+    return f"{row['run_set']} {row['framework']} {row['point']}".strip()
 
 
 def row_flags(row):

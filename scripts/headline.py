@@ -1,4 +1,4 @@
-"""The report's opening table: every workload's ratios with intervals, one line each.
+"""The report's opening table: every run set's ratios with intervals, one line each.
 
 python scripts/headline.py RATIOS.csv... --out HEADLINE.csv
 """
@@ -13,14 +13,14 @@ from dlbench.stats import describe
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("ratios", nargs="+", type=Path, help="<workload>-ratios.csv tables")
+    parser.add_argument("ratios", nargs="+", type=Path, help="<run_set>-ratios.csv tables")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     frames = [frame for frame in map(pd.read_csv, args.ratios) if len(frame)]
     ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     headline = pd.DataFrame({
         "comparison": [describe(row) for _, row in ratios.iterrows()],
-        **{key: ratios[key] for key in ("workload", "ratio", "ci_low", "ci_high", "verdict", "unstable",
+        **{key: ratios[key] for key in ("run_set", "ratio", "ci_low", "ci_high", "verdict", "unstable",
                                         "below_minimum", "contended") if key in ratios},
     })
     tmp = args.out.with_name(args.out.name + ".tmp")

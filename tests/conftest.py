@@ -129,10 +129,10 @@ def smoke_run(workflow_copy):
     return workflow_copy
 
 
-def smoke_records(root, workload, framework):
-    """The records of a workload's runs of one framework in a workflow folder, each validated
+def smoke_records(root, run_set, framework):
+    """The records of a run set's runs of one framework in a workflow folder, each validated
     against schemas/run.schema.json."""
-    return load_records(sorted((root / "results" / "runs" / workload / framework).glob("*.json")))
+    return load_records(sorted((root / "results" / "runs" / run_set / framework).glob("*.json")))
 
 
 @pytest.fixture(scope="session")

@@ -30,8 +30,9 @@ def smoke_config():
     return load_config(REPO / "config.yaml", REPO / "presets" / "smoke.yaml")
 
 
-def smoke_spec(workload, framework, threads=2, **row):
-    return run_set(workload).build(smoke_config(), {**DEFAULT_ROWS[workload], "framework": framework, **row}, threads)
+def smoke_spec(name, framework, threads=2, **row):
+    """The smoke preset's spec of run set `name` at its default row, with `row`'s changes."""
+    return run_set(name).build(smoke_config(), {**DEFAULT_ROWS[name], "framework": framework, **row}, threads)
 
 
 if __name__ == "__main__":

@@ -80,14 +80,14 @@ def launch(target, spec, tmp_path, workdir, env=None):
                           env=env, check=False), out.parent
 
 
-@pytest.mark.parametrize("workload", ["mnist", "imdb", "chestxray", "chestxray-loader"])
-def test_chainer_s_smoke_runs_record_its_version_processes_and_blas(workload, smoke_run):
+@pytest.mark.parametrize("run_set", ["mnist", "imdb", "chestxray", "chestxray-loader"])
+def test_chainer_s_smoke_runs_record_its_version_processes_and_blas(run_set, smoke_run):
     """Chainer's runs of the session's smoke run (tests/test_workflow.py checks every framework's
     records, losses and start): ChainerMN's runs on 2 devices as 2 processes, and numpy's BLAS running
     the kernels envs/chainer.yaml names (OPENBLAS_CORETYPE), which the record says."""
-    records = [r for r in smoke_records(smoke_run, workload, "chainer") if r["status"] == "ok"]
+    records = [r for r in smoke_records(smoke_run, run_set, "chainer") if r["status"] == "ok"]
     assert records
-    if workload == "mnist":
+    if run_set == "mnist":
         assert {r["spec"]["strategy"] for r in records} == {"none", "chainermn"}
     for record in records:
         assert record["environment"]["framework_version"] == "7.8.1"

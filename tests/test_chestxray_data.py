@@ -454,7 +454,7 @@ def test_preprocessing_is_timed_by_the_clock_and_leaves_no_images(prepared, tmp_
     source = first_rows(prepared / "images.csv", 6, tmp_path / "six.csv")
     record_path = tmp_path / "runs" / "record.json"
     record = run_library("chestxray-preprocess", source, record_path, threads, library=library, format=fmt, repeat=2)
-    assert record["workload"] == "chestxray-preprocess"
+    assert record["run_set"] == "chestxray-preprocess"
     assert record["run_id"] == f"library~{library}_format~{fmt}_repeat~2"
     assert record["point"] == {"library": library, "format": fmt} and record["spec"]["repeat"] == 2
     check_units(record)
@@ -482,7 +482,7 @@ def test_decoding_is_timed_by_the_clock(preprocessed, tmp_path, library, fmt, wo
     six = first_rows(preprocessed["pillow" if library == "pillow-simd" else "opencv", fmt], 6, tmp_path / "six.csv")
     record = run_library("chestxray-decode", six, tmp_path / "decode.json", library=library, format=fmt,
                          workers=workers, repeat=3)
-    assert record["workload"] == "chestxray-decode"
+    assert record["run_set"] == "chestxray-decode"
     assert record["run_id"] == f"library~{library}_format~{fmt}_workers~{workers}_repeat~3"
     assert record["point"] == {"library": library, "format": fmt, "workers": workers} and record["spec"]["repeat"] == 3
     check_units(record)

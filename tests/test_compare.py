@@ -33,7 +33,7 @@ def test_verdicts_of_a_faster_a_slower_an_unchanged_and_a_vanished_point():
     faster = found.set_index("model").loc["small"]
     assert faster["ratio"] == pytest.approx(1.3, rel=0.03) and faster["ci_low"] < faster["ratio"] < faster["ci_high"]
     assert faster["ci_low"] > 1.05
-    assert list(found.columns) == ["workload", "framework", "model", "duplicate", "batch", "devices", "strategy",
+    assert list(found.columns) == ["run_set", "framework", "model", "duplicate", "batch", "devices", "strategy",
                                    "old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict"]
 
 

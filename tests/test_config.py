@@ -136,12 +136,12 @@ def test_defaults_fill_what_a_preset_leaves_out(tmp_path):
                                       "mnist": {"batches": [32]}}))
     out = snakemake("-n", "--configfile", str(preset), cwd=fresh).stdout
     runs = [dict(field.split("~") for field in match[2].split("_"))
-            | {"workload": match[0], "framework": match[1]}
+            | {"run_set": match[0], "framework": match[1]}
             for match in re.findall(r"output: results/runs/([^/\s]+)/([^/\s]+)/(\S+?)\.json", out)]
     assert runs, out[-3000:]
     default = load_config(REPO / "config.yaml")
     # the preset's
-    assert {(run["workload"], run["framework"]) for run in runs} == {("mnist", "pytorch"), ("mnist", "tensorflow")}
+    assert {(run["run_set"], run["framework"]) for run in runs} == {("mnist", "pytorch"), ("mnist", "tensorflow")}
     assert {run["batch"] for run in runs} == {"32"}
     # config.yaml's, which the preset leaves out
     assert {run["model"] for run in runs} == set(default["mnist"]["models"])

@@ -248,7 +248,7 @@ def test_a_run_set_without_runs_gets_every_table_with_its_header(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "0 records" in proc.stdout
     points = out["points"].read_text().splitlines()
-    assert len(points) == 1 and points[0].startswith("workload,framework,repeats,units")
+    assert len(points) == 1 and points[0].startswith("run_set,framework,repeats,units")
 
 
 @contextmanager

@@ -14,8 +14,8 @@ FINDINGS = REPO / "src/dlbench/studies/findings/scripts"
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
 
 
-def ratio_row(comparison, ratio, low, high, framework=None, mode=None, devices=1, model="small", workload="mnist"):
-    return {"workload": workload, "comparison": comparison, "framework": framework, "batch": 64, "devices": devices,
+def ratio_row(comparison, ratio, low, high, framework=None, mode=None, devices=1, model="small", run_set="mnist"):
+    return {"run_set": run_set, "comparison": comparison, "framework": framework, "batch": 64, "devices": devices,
             "mode": mode, "model": model, "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": "",
             "unstable": False, "below_minimum": False, "contended": False}
 
@@ -46,8 +46,8 @@ def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
               ratio_row("compile / eager", 1.1, 0.9, 1.3, framework="pytorch"),
               ratio_row("graph / eager", 2.0, 1.6, 2.5, framework="tensorflow"),
               ratio_row("2 / 1 devices (mirrored)", 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None)]
-    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 1.2, 1.05, 1.4, workload="imdb"),
-            ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, workload="imdb", devices=2)]
+    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 1.2, 1.05, 1.4, run_set="imdb"),
+            ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, run_set="imdb", devices=2)]
     claims = replication({"mnist-ratios": ratios, "imdb-ratios": imdb}, tmp_path, ["mnist", "imdb"])
     tf = claims.loc["TensorFlow processes more images per second than PyTorch"]
     assert tf["verdict"] == "holds" and "2.00x [1.67, 2.50]" in tf["figures"] and tf["source"] == "mnist-ratios.csv"
@@ -88,7 +88,7 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
                  "max_abs_difference": 1e-6},
                 {"model": "imdb-lstm", "runtime": "mxnet", "ok": 0, "not_ok": "no translation of ConstantOfShape",
                  "class_agreement": None, "max_abs_difference": None}]
-    lines = [{"workload": "imdb", "framework": f, "code_lines": n} for f, n in
+    lines = [{"run_set": "imdb", "framework": f, "code_lines": n} for f, n in
              (("pytorch", 90), ("tensorflow", 80), ("mxnet", 120))]
     claims = replication({"memory-peaks": peaks, "mnist-convergence": convergence, "onnx-runtimes": runtimes,
                           "findings-code-lines": lines}, tmp_path, ["mnist", "imdb"],
@@ -107,7 +107,7 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
 
 
 def points_row(framework, mode, mean, low, high, devices=1):
-    return {"workload": "mnist", "framework": framework, "batch": 64, "devices": devices, "mode": mode, "repeats": 3,
+    return {"run_set": "mnist", "framework": framework, "batch": 64, "devices": devices, "mode": mode, "repeats": 3,
             "units": 9, "steps": 90, "mean": mean, "ci_low": low, "ci_high": high, "median": mean, "q25": mean,
             "q75": mean, "iqr": 0, "cv_within": 0.01, "cv_between": 0.01, "unstable": False, "below_minimum": False,
             "contended": False}
@@ -183,12 +183,12 @@ def test_a_verdict_resting_on_a_contended_or_short_unit_ratio_is_not_resolved(tm
              flagged(ratio_row("2 / 1 devices (mirrored)", 1.2, 1.05, 1.4, framework="tensorflow", mode="graph",
                                devices=None, model="large"), below_minimum=True, contended=True)]
     # a clean counter-example stands beside a flagged one (imdb); a flagged one alone does not (chestxray)
-    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, workload="imdb"),
-            flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 0.7, 0.6, 0.8, workload="imdb", devices=2),
+    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, run_set="imdb"),
+            flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 0.7, 0.6, 0.8, run_set="imdb", devices=2),
                     contended=True)]
-    chestxray = [flagged(ratio_row("synthetic / real", 0.8, 0.7, 0.9, framework="pytorch", workload="chestxray"),
+    chestxray = [flagged(ratio_row("synthetic / real", 0.8, 0.7, 0.9, framework="pytorch", run_set="chestxray"),
                          contended=True),
-                 ratio_row("synthetic / real", 1.2, 1.1, 1.3, framework="tensorflow", workload="chestxray")]
+                 ratio_row("synthetic / real", 1.2, 1.1, 1.3, framework="tensorflow", run_set="chestxray")]
     loaders = [{"loader": "pytorch loader", "format": "jpeg", "workers": 0, "images_per_s": 5.0, "ci_low": 4.0,
                 "ci_high": 6.0, "unstable": False, "below_minimum": True, "contended": False,
                 "trainer_images_per_s": 10.0, "keeps_trainer_fed": False},

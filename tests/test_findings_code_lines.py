@@ -99,8 +99,8 @@ def test_the_speed_is_at_the_point_most_frameworks_ran_in_their_default_mode(tmp
         {"framework": "pytorch", "batch": 256, "mode": "compile", "mean": 700.0},
         {"framework": "pytorch", "batch": 256, "mode": "eager", "mean": 500.0},
         {"framework": "tensorflow", "batch": 256, "mode": "graph", "mean": 400.0},
-    ]).assign(workload="mnist", repeats=3, ci_low=lambda f: f["mean"] * 0.9, ci_high=lambda f: f["mean"] * 1.1)
-    points = points[["workload", "framework", "batch", "mode", "repeats", "mean", "ci_low", "ci_high"]]
+    ]).assign(run_set="mnist", repeats=3, ci_low=lambda f: f["mean"] * 0.9, ci_high=lambda f: f["mean"] * 1.1)
+    points = points[["run_set", "framework", "batch", "mode", "repeats", "mean", "ci_low", "ci_high"]]
     points.to_csv(tmp_path / "mnist-points.csv", index=False)
     table = count(tmp_path, src, ["mnist"], ["pytorch", "tensorflow"], points=[tmp_path / "mnist-points.csv"])
     speed = table.loc["pytorch", ["mode", "samples_per_s", "ci_low", "ci_high"]]

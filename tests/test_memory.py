@@ -73,8 +73,8 @@ def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
     assert len({(spec.framework, spec.run_id) for spec in specs}) == len(specs)
     spec = specs[0]
     trained = run_set("mnist").build(config, {**rows[0], "batch": 256, "repeat": 1}, 2)
-    assert spec.workload == "mnist-memory" and spec.batch == config["memory"]["batches"]["mnist"][0]
-    assert workload_module(spec.workload, "pytorch") == workload_module("mnist", "pytorch")
+    assert spec.run_set == "mnist-memory" and spec.batch == config["memory"]["batches"]["mnist"][0]
+    assert workload_module(spec.run_set, "pytorch") == workload_module("mnist", "pytorch")
     assert weights_sha256(initial_weights(spec)) == weights_sha256(initial_weights(trained))  # the same start
     assert spec.convergence.steps == 0 and spec.measure.steady_units == 1
     assert (spec.model, spec.data, spec.optimizer) == (trained.model, trained.data, trained.optimizer)

@@ -90,8 +90,8 @@ def test_a_smoke_run_of_it_writes_valid_records_tables_and_its_figure(toy_workfl
     assert (toy["peak_rss_mib"] > 0).all()
     # where the time went: its runs by phase, its memory runs, its data preparation (its DATA_RULES) and tables
     time = pd.read_csv(toy_workflow / "results/tables/findings-time.csv")
-    phases = time.groupby("workload")["phase"].agg(set)
+    phases = time.groupby("run_set")["phase"].agg(set)
     assert {"steady units", "data preparation", "tables and figures"} <= phases["toy"]
     assert "steady units" in phases["toy-memory"]
-    data = time[(time["workload"] == "toy") & (time["phase"] == "data preparation")]
+    data = time[(time["run_set"] == "toy") & (time["phase"] == "data preparation")]
     assert data["jobs"].sum() == 1 and data["seconds"].sum() > 0

@@ -23,7 +23,7 @@ def record(framework, batch, repeat, rates, wall_s=20.0):
     units = [{"kind": "steady", "index": i + 1, "wall_s": batch / rate, "samples": batch, "steps": 1,
               "step_end": i + 1, "loss": 0.5, "machine": None} for i, rate in enumerate(rates)]
     return (f"results/runs/toy/{framework}/{run_id}.json",
-            {"workload": "toy", "framework": framework, "run_id": run_id, "point": {"batch": batch},
+            {"run_set": "toy", "framework": framework, "run_id": run_id, "point": {"batch": batch},
              "spec": {"repeat": repeat}, "status": "ok", "units": units, "wall_s": wall_s})
 
 

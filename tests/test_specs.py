@@ -87,7 +87,7 @@ def test_the_onnx_export_trains_its_source_s_convergence_steps():
     (lambda s: s["model"].update(name=3), "spec.model.name: expected str"),
     (lambda s: s["optimizer"].pop("lr"), "spec.optimizer: missing key(s) lr"),
     (lambda s: s.update(batch="64"), "spec.batch: expected int"),
-    (lambda s: s.update(workload="cifar"), "workload must be one of"),
+    (lambda s: s.update(run_set="cifar"), "run_set must be one of"),
 ])
 def test_a_wrong_key_fails_where_the_spec_is_read_naming_it(change, message):
     spec = spec_to_dict(smoke_spec("mnist", "pytorch"))

@@ -15,7 +15,7 @@ MEASURES = ["status", "unit", "warmup", "wall_s", "samples", "steps", "samples_p
             "run_cpu_s", "cpus", "below_minimum", "contended"]
 
 
-def point_rows(framework, repeats, workload="mnist", status="ok", below=(), contended=(), point=MNIST, **changes):
+def point_rows(framework, repeats, run_set="mnist", status="ok", below=(), contended=(), point=MNIST, **changes):
     """Units-table rows of one point: repeats[r] are the steady throughputs of repeat r + 1,
     each run starting with a slow warm-up unit; below, contended: (repeat, unit) pairs below
     the minimum, or with other processes beside them."""
@@ -24,7 +24,7 @@ def point_rows(framework, repeats, workload="mnist", status="ok", below=(), cont
     for repeat, steady in enumerate(repeats, 1):
         run_id = "_".join(f"{k}~{v}" for k, v in point.items()) + f"_repeat~{repeat}"
         for unit, value in enumerate([1.0, *steady], 1):
-            rows.append({"workload": workload, "framework": framework, "run_id": run_id, **point, "repeat": repeat,
+            rows.append({"run_set": run_set, "framework": framework, "run_id": run_id, **point, "repeat": repeat,
                          "status": status, "unit": unit, "warmup": unit == 1, "wall_s": 1000 / value,
                          "samples": 1000, "steps": 4, "samples_per_s": value, "steal_s": 0.0, "other_cpu_s": np.nan,
                          "run_cpu_s": 1.0, "cpus": 2, "below_minimum": (repeat, unit) in below,
@@ -34,8 +34,8 @@ def point_rows(framework, repeats, workload="mnist", status="ok", below=(), cont
 
 def table(*parts):
     rows = [row for part in parts for row in part]
-    keys = [k for k in rows[0] if k not in ("workload", "framework", "run_id", "repeat", *MEASURES)]
-    return pd.DataFrame(rows, columns=["workload", "framework", "run_id", *keys, "repeat", *MEASURES])
+    keys = [k for k in rows[0] if k not in ("run_set", "framework", "run_id", "repeat", *MEASURES)]
+    return pd.DataFrame(rows, columns=["run_set", "framework", "run_id", *keys, "repeat", *MEASURES])
 
 
 def noisy(median, units=3, repeats=3, noise=0.01, seed=0):
@@ -71,7 +71,7 @@ def test_statistics_of_known_values_leave_out_warm_up_units_and_failed_runs():
     assert row["cv_between"] == pytest.approx(np.std([20, 50], ddof=1) / 35)
     assert row["unstable"] and row["below_minimum"]
     assert row["ci_low"] <= 35 <= row["ci_high"]
-    assert list(stats.columns[:7]) == ["workload", "framework", "model", "duplicate", "batch", "devices", "strategy"]
+    assert list(stats.columns[:7]) == ["run_set", "framework", "model", "duplicate", "batch", "devices", "strategy"]
 
 
 def test_a_steady_point_is_neither_unstable_nor_below_minimum():
@@ -165,7 +165,7 @@ IMDB = {"batch": 32, "workers": 0, "grad": "dense"}
 
 def test_sparse_over_dense_and_workers_over_none_within_a_framework():
     units = table(*(point_rows("pytorch", noisy(base * (1.5 if grad == "sparse" else 1), seed=base + workers),
-                               workload="imdb", point=IMDB, workers=workers, grad=grad)
+                               run_set="imdb", point=IMDB, workers=workers, grad=grad)
                     for base, workers in ((100, 0), (120, 1)) for grad in ("dense", "sparse")))
     found = ratios(units, resamples=RESAMPLES).set_index(["comparison", "workers", "grad"], drop=False)
     assert len(found) == 4 and set(found["framework"]) == {"pytorch"}
@@ -213,7 +213,7 @@ def test_describe_reads_as_one_line():
 
 def test_image_libraries_are_compared_with_pillow_in_runs_of_no_framework():
     decode = {"library": "opencv", "format": "png", "workers": 0}
-    units = table(*(point_rows(None, noisy(base, seed=base), workload="chestxray-decode", point=decode,
+    units = table(*(point_rows(None, noisy(base, seed=base), run_set="chestxray-decode", point=decode,
                                library=library) for library, base in (("opencv", 100), ("pillow", 50))))
     (row,) = ratios(units, resamples=RESAMPLES).itertuples()
     assert row.comparison == "opencv / pillow" and row.verdict == "faster"
@@ -223,7 +223,7 @@ def test_image_libraries_are_compared_with_pillow_in_runs_of_no_framework():
 def test_tables_without_steady_units_give_empty_frames():
     units = table(point_rows("pytorch", [[1.0]], status="failed"))
     assert point_statistics(units).empty and ratios(units).empty
-    assert list(ratios(units.iloc[:0]).columns)[:4] == ["workload", "comparison", "framework", "model"]
+    assert list(ratios(units.iloc[:0]).columns)[:4] == ["run_set", "comparison", "framework", "model"]
 
 
 def test_describe_reads_rows_of_a_ratios_csv(tmp_path):

@@ -191,7 +191,7 @@ def test_units_table_marks_the_warm_up_short_units_and_what_the_machine_did(tmp_
     # other processes' cores per second of the unit: 0.5 / 0.5 s, 1.0 / 2.0 s
     assert units["contended"].tolist() == [False, True, True]
     assert units_table(records, min_unit_seconds=1.0, max_other_cpus=0.6)["contended"].tolist() == [False, True, False]
-    assert list(units.columns[:3]) == ["workload", "framework", "run_id"]
+    assert list(units.columns[:3]) == ["run_set", "framework", "run_id"]
     assert units.columns[units.columns.get_loc("status") - 1] == "repeat"
 
 

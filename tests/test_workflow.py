@@ -60,11 +60,11 @@ DISTRIBUTIONS = {"pytorch": "torch", "tensorflow": "tensorflow", "mxnet": "mxnet
 def not_applicable_here(record):
     """What a CPU-only machine records as not applicable, with the reason."""
     spec = record["spec"]
-    if record["workload"] == "mnist":
+    if record["run_set"] == "mnist":
         # DataParallel needs GPUs; Keras' distribution API has no torch backend; Horovod does not build
         return (spec["strategy"] in ("dp", "horovod")
                 or (record["framework"] == "keras-torch" and spec["devices"] > 1))
-    if record["workload"] == "imdb":
+    if record["run_set"] == "imdb":
         return spec["grad"] == "sparse" and record["framework"] != "pytorch"
     return False
 
@@ -100,11 +100,11 @@ def test_smoke_dry_run_plans_every_framework_and_strategy():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workload", [*WORKLOADS, "chestxray-loader"])
+@pytest.mark.parametrize("run_set", [*WORKLOADS, "chestxray-loader"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
-def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, workload, framework):
-    runs = records(smoke_run, workload, framework)
-    assert len(runs) == SMOKE_RECORDS[workload][framework]
+def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, run_set, framework):
+    runs = records(smoke_run, run_set, framework)
+    assert len(runs) == SMOKE_RECORDS[run_set][framework]
     for run in runs:
         if not_applicable_here(run):
             assert run["status"] == "not_applicable" and run["error"], run["run_id"]
@@ -127,14 +127,14 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, wo
             assert block["machine"]["cpus"] >= 1 and block["machine"]["run_cpu_s"] >= 0
             assert block["machine"]["steal_s"] >= 0 and block["machine"]["other_cpu_s"] >= 0
             assert block["machine"]["minor_faults"] >= 0
-        if workload != "chestxray-loader":  # a loader's 2-step smoke units last a few milliseconds
+        if run_set != "chestxray-loader":  # a loader's 2-step smoke units last a few milliseconds
             assert sum(block["machine"]["run_cpu_s"] for block in blocks) > 0
         assert run["environment"]["packages"][DISTRIBUTIONS[framework]] in run["environment"]["framework_version"]
         assert run["devices_used"] == {**run["devices_used"], "kind": "cpu", "count": run["spec"]["devices"]}
         assert run["environment"]["framework_version"]
         assert run["memory"]["peak_pss_bytes"] > 0
         assert run["utilisation"]["t_s"], "the harness samples utilisation"
-        if workload == "chestxray-loader":
+        if run_set == "chestxray-loader":
             assert run["parameters"] is None and run["units"][0]["loss"] is None and run["segments"] == []
             assert run["initial_weights"] is None
             continue
@@ -199,12 +199,12 @@ def test_the_peak_is_each_frameworks_product_and_every_training_point_has_its_ut
     tables = smoke_run / "results" / "tables"
     mfu = pd.read_csv(tables / "matmul-mfu.csv")
     points = sum(len(pd.read_csv(tables / f"{workload}-points.csv")) for workload in WORKLOADS)
-    assert len(mfu) == points and set(mfu["workload"]) == set(WORKLOADS)
+    assert len(mfu) == points and set(mfu["run_set"]) == set(WORKLOADS)
     peak = pd.read_csv(tables / "matmul-runs.csv")
     assert mfu["peak_flop_s"].iloc[0] > 0 and mfu["peak_framework"].iloc[0] in set(peak["framework"])
-    assert set(mfu.loc[mfu["workload"] == "mnist", "sample_flops"]) == {3_315_456}  # MNIST small: tests/test_flops.py
+    assert set(mfu.loc[mfu["run_set"] == "mnist", "sample_flops"]) == {3_315_456}  # MNIST small: tests/test_flops.py
     assert (mfu["mfu"] > 0).all() and (mfu["mfu"] == mfu["flop_s"] / mfu["peak_flop_s"]).all()
-    assert mfu.groupby("workload")["rank"].min().eq(1).all()
+    assert mfu.groupby("run_set")["rank"].min().eq(1).all()
 
 
 @pytest.mark.slow

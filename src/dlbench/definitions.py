@@ -1,6 +1,6 @@
 """The workloads' and studies' definitions, loaded: the definition.py of every training workload
 that dlbench.workloads lists (through dlbench.declarations) and of every study that
-dlbench.studies lists, imported once, and their run sets by name (a spec's `workload`).
+dlbench.studies lists, imported once, and their run sets by name (a spec's `run_set`).
 
 What needs a run set by its name imports this module (a spec read back, dlbench.specs; its
 initial weights, dlbench.weights; the config's checks, dlbench.config); the definitions import
@@ -35,7 +35,7 @@ def run_sets(names=(*WORKLOADS, *STUDIES)):
 
 
 def run_set(name):
-    """The RunSet named `name` (a spec's workload), or None."""
+    """The RunSet named `name` (a spec's run_set), or None."""
     return _RUN_SETS.get(name)
 
 

@@ -27,7 +27,7 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlbench.processes import die_with_parent, kill_group

@@ -108,7 +108,7 @@ def resolve_device(framework, requested, visible_gpus, machine_gpus, devices):
 
 
 def workload_class(spec):
-    module = importlib.import_module(workload_module(spec.workload, spec.framework))
+    module = importlib.import_module(workload_module(spec.run_set, spec.framework))
     return module.WORKLOAD
 
 

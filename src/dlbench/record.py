@@ -9,7 +9,7 @@ import numpy as np
 
 from dlbench.machine import environment
 
-RECORD_VERSION = 12
+RECORD_VERSION = 13
 
 
 def contended_unit(usage, wall_s, max_other_cpus):
@@ -97,7 +97,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
     env["private_api_overrides"] = result.get("private_api_overrides") or []
     return {
         "record_version": RECORD_VERSION,
-        "workload": spec["workload"],
+        "run_set": spec["run_set"],
         "framework": spec["framework"],
         "run_id": spec["run_id"],
         "point": point,

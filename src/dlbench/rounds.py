@@ -47,7 +47,7 @@ def with_repeat(path, repeat):
 
 def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=None):
     """({point: how many of its ratios are open}, {point: its steady units}) of one run set's
-    units table; a point is its group key (workload, framework, *point keys)."""
+    units table; a point is its group key (run set, framework, *point keys)."""
     _, groups, found = comparisons(units, frameworks)
     priors = variance_priors(groups.items())
     counts = Counter()
@@ -71,8 +71,8 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     m = measurement
     by_set, path_of, wall = {}, {}, {}
     for path, record in records:
-        by_set.setdefault(record["workload"], []).append(record)
-        path_of[(record["workload"], record["framework"], record["run_id"])] = path
+        by_set.setdefault(record["run_set"], []).append(record)
+        path_of[(record["run_set"], record["framework"], record["run_id"])] = path
         wall[path] = record.get("wall_s") or 0.0
     spent = sum(s for path, s in wall.items() if int(REPEAT.search(path).group(1)) > m["repeats"])
     budget = 60.0 * m["budget_minutes"]

@@ -59,7 +59,7 @@ class CompileCache:
 @dataclass(frozen=True)
 class Run:
     """What every run has."""
-    workload: str
+    run_set: str         # the run set's name (dlbench.sweep.RunSet.name): records in results/runs/<run_set>/
     framework: str | None  # None: a run of no framework (the image libraries' benchmarks)
     run_id: str
     repeat: int

@@ -56,10 +56,10 @@ def _from_dict(cls, data, where):
 
 def spec_from_dict(data):
     """The typed spec of a dict (a record's spec, or JSON from the workflow)."""
-    found = run_set(data.get("workload")) if isinstance(data, dict) else None
+    found = run_set(data.get("run_set")) if isinstance(data, dict) else None
     if found is None:
-        raise SpecError(f"spec: workload must be one of {', '.join(run_sets())}, got "
-                        f"{data.get('workload') if isinstance(data, dict) else data!r}")
+        raise SpecError(f"spec: run_set must be one of {', '.join(run_sets())}, got "
+                        f"{data.get('run_set') if isinstance(data, dict) else data!r}")
     return _from_dict(found.spec_type, data, "spec")
 
 

@@ -12,7 +12,7 @@ says nothing of the spread between processes: it has no interval. The points of 
 lend each other their spread between processes (`variance_prior`, Smyth's empirical Bayes), so
 that 3 repeats decide more than each point's own 2 degrees of freedom would.
 
-All functions take a units table (results/tables/{workload}-units.csv, or several of them
+All functions take a units table (results/tables/{run_set}-units.csv, or several of them
 concatenated with the same columns). Only steady units count: status "ok", not the warm-up
 units. Throughput (samples/s) is higher-is-faster everywhere, so a ratio above 1 is the
 numerator being faster.
@@ -45,7 +45,7 @@ DIMENSIONS = [
 
 
 def point_keys(units):
-    """The columns that identify a point within a workload and framework: those between run_id
+    """The columns that identify a point within a run set and framework: those between run_id
     and status, less repeat (repeats are samples of the same point)."""
     columns = list(units.columns)
     return [c for c in columns[columns.index("run_id") + 1:columns.index("status")] if c != "repeat"]
@@ -63,8 +63,8 @@ def steady(units):
 
 
 def _groups(units):
-    """{(workload, framework, *point keys): steady units} in the table's order."""
-    keys = ["workload", "framework", *point_keys(units)]
+    """{(run_set, framework, *point keys): steady units} in the table's order."""
+    keys = ["run_set", "framework", *point_keys(units)]
     rows = steady(units)
     if rows.empty:
         return keys, {}
@@ -147,12 +147,12 @@ def variance_prior(points):
 
 
 def variance_priors(groups):
-    """{workload: variance_prior of its points}: one prior per run set (the noise of a run set's
-    processes is alike; IMDB's is not MNIST's). groups: (group key, workload first; steady units) pairs."""
-    by_workload = {}
+    """{run set: variance_prior of its points}: one prior per run set (the noise of a run set's
+    processes is alike; IMDB's is not MNIST's). groups: (group key, run set first; steady units) pairs."""
+    by_run_set = {}
     for name, group in groups:
-        by_workload.setdefault(name[0], []).append(repeats_of(group))
-    return {workload: variance_prior(points) for workload, points in by_workload.items()}
+        by_run_set.setdefault(name[0], []).append(repeats_of(group))
+    return {run_set: variance_prior(points) for run_set, points in by_run_set.items()}
 
 
 def interval(sides, confidence, resamples, seed, prior=NO_PRIOR):
@@ -343,11 +343,11 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
                                     priors[num[0]])
         sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
-            "workload": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
+            "run_set": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
             "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
             **{name: any(side[name] for side in sides) for name in FLAGS},
         })
-    columns = ["workload", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
+    columns = ["run_set", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
     frame = pd.DataFrame(rows, columns=columns)
     frame[point] = frame[point].convert_dtypes()  # devices 2, not 2.0, beside the NaN of the compared dimension
     return frame
@@ -363,12 +363,12 @@ def plain(value):
 def describe(row):
     """One readable line of a ratios row, e.g. 'mnist model=small batch=256 devices=1: tensorflow /
     pytorch steady throughput 1.42 [1.35, 1.49] faster'."""
-    known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS}
+    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS}
     where = " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and not pd.isna(v))
     who = f"{row['framework']} " if isinstance(row["framework"], str) and row["framework"] else ""
     flags = [name.replace("_", " ") for name in FLAGS if str(row.get(name)).lower() == "true"]
     bounds = "" if pd.isna(row["ci_low"]) else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
-    line = (f"{row['workload']}{' ' + where if where else ''}: {who}{row['comparison']} steady throughput "
+    line = (f"{row['run_set']}{' ' + where if where else ''}: {who}{row['comparison']} steady throughput "
             f"{row['ratio']:.2f}{bounds} {row['verdict']}")
     return line + (f" ({', '.join(flags)})" if flags else "")
 

@@ -18,7 +18,7 @@ MEASURE_KEYS = ("min_unit_seconds", "min_unit_steps", "max_unit_steps", "warmup_
 class RunSet:
     """A set of runs of one workload with one kind of spec and one set of tables (e.g.
     ChestX-ray's training runs, or its framework loaders' benchmark)."""
-    name: str            # spec.workload; records in results/runs/<name>/, tables results/tables/<name>-*.csv;
+    name: str            # spec.run_set; records in results/runs/<name>/, tables results/tables/<name>-*.csv;
                          # its task and framework modules in dlbench/workloads/<name>/, a-b in <a>/<b>/
     spec_type: type      # the frozen dataclass of its specs (a subclass of dlbench.spec_types.Run)
     columns: tuple       # a run id's fields, in order
@@ -90,7 +90,7 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     return dict(compile_cache=compile_cache(config, name, row, columns),
-                workload=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
+                run_set=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device_kind=config["device_kind"], threads=threads, measure=measure,
                 convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
                 numerics=config["numerics"]["denormals"], gpu_float32=config["numerics"]["gpu_float32"], **fields)

@@ -56,8 +56,8 @@ def run_keys(records):
 
 
 def _base(record):
-    """What identifies a run in every table: workload, framework, run id, sweep point, repeat, status."""
-    return {"workload": record["workload"], "framework": record["framework"], "run_id": record["run_id"],
+    """What identifies a run in every table: run set, framework, run id, sweep point, repeat, status."""
+    return {"run_set": record["run_set"], "framework": record["framework"], "run_id": record["run_id"],
             **record["point"], "repeat": record["spec"]["repeat"], "status": record["status"]}
 
 
@@ -100,7 +100,7 @@ def run_row(record):
     gpu_float32 = numerics.get("gpu_float32") or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
-    counted = run_set(record["workload"])
+    counted = run_set(record["run_set"])
     sample_flops = counted.flops(spec_from_dict(spec)) if counted and counted.flops and record["status"] == "ok" else None
     nodes_peak = memory["node_peak_rss_bytes"]
     return {
@@ -201,7 +201,7 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
 
 
 def units_table(records, min_unit_seconds, max_other_cpus):
-    columns = ["workload", "framework", "run_id", *run_keys(records), "status", "unit", "kind", "warmup", "wall_s",
+    columns = ["run_set", "framework", "run_id", *run_keys(records), "status", "unit", "kind", "warmup", "wall_s",
                "samples", "steps", "step", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
                "cpus", "below_minimum", "contended"]
     rows = [row for record in records for row in unit_rows(record, min_unit_seconds, max_other_cpus)]
@@ -289,7 +289,7 @@ def utilisation_rows(records):
 
 
 def tables(records, target=None):
-    """(runs, convergence) data frames of one workload's records; with target (metric, value),
+    """(runs, convergence) data frames of one run set's records; with target (metric, value),
     each run's steps and time to that target (empty for a run with no segment)."""
     runs = pd.DataFrame([run_row(r) for r in records])
     if target is not None:
@@ -311,8 +311,8 @@ def tables(records, target=None):
 
 def unsuccessful(runs, invalid=()):
     """Failed and not applicable runs, and records that could not be read (status invalid)."""
-    columns = ["workload", "framework", "run_id", "status", "error"]
-    bad = pd.DataFrame([{"workload": None, "framework": None, "run_id": path, "status": "invalid", "error": error}
+    columns = ["run_set", "framework", "run_id", "status", "error"]
+    bad = pd.DataFrame([{"run_set": None, "framework": None, "run_id": path, "status": "invalid", "error": error}
                         for path, error in invalid], columns=columns)
     rows = runs.loc[runs["status"] != "ok", columns] if len(runs) else pd.DataFrame(columns=columns)
     return pd.concat([rows, bad], ignore_index=True) if len(bad) else rows

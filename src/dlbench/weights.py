@@ -89,7 +89,7 @@ def initial_weights(spec):
     """{name: array} in PyTorch's state-dict names, order, layouts and dtypes (float32;
     num_batches_tracked int64), drawn by the run set's draw_weights (in the workload's
     definition.py), or None for a run set without a model (the loader benchmark)."""
-    found = run_set(spec.workload)
+    found = run_set(spec.run_set)
     if found.draw_weights is None:
         return None
     draw = Draw(generator(spec, found))

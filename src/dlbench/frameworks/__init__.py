@@ -105,7 +105,7 @@ def check_recomputing(cls, spec):
     (cls.dense_layers: ChestX-ray's DenseNet) has no meaning: stop before anything is built."""
     if spec.mode == RECOMPUTING.get(spec.framework) and not cls.dense_layers:
         raise NotApplicable(f"mode {spec.mode!r} recomputes DenseNet's dense layers in the backward pass to save "
-                            f"memory (ChestX-ray's model); {spec.workload}'s model has none")
+                            f"memory (ChestX-ray's model); {spec.run_set}'s model has none")
 
 
 NO_FRAMEWORK = "dlbench.no_framework"  # the adapter of runs of no framework (framework None)

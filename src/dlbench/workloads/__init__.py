@@ -33,13 +33,13 @@ captions; nothing outside it names the workload):
     EXPORTS     {model name: (row, classes)}: its PyTorch models that the onnx study can export,
                 each its grid row (besides framework, repeat and its overhead_row(config), the
                 point the export trains it at, which it then defines too) and how its outputs
-                predict ("argmax": one class; "sign": a finding per logit)
+                predict ("argmax": one class; "sign": a label per logit)
   It imports downward only (dlbench.sweep, dlbench.spec_types, dlbench.errors, dlbench.frameworks,
   dlbench.flops), never another workload's or study's definition, nor what loads the definitions
   (dlbench.declarations, dlbench.definitions, and dlbench.config, dlbench.specs, dlbench.weights
   above it);
 - rules.smk: preparing its data from the raw files, its figures (and any benchmark of its own
-  besides the training runs, whose record sets it adds to RECORD_SETS); included by the
+  besides the training runs, whose run sets its definition declares in RUN_SETS); included by the
   Snakefile for every workload listed here;
 - task.py: the task's part every framework shares (a dlbench.contract.Workload: data,
   metrics), and one module per framework, <module>.py, ending with WORKLOAD = TheClass;

@@ -22,7 +22,7 @@ rule findings_time:
         figure=report("results/figures/findings/time.png", caption="report/time.rst", category="findings",
                       labels={"figure": "where the time went"}),
     input:
-        runs=[f"results/tables/{name}-runs.csv" for name in record_sets()],
+        runs=[f"results/tables/{name}-runs.csv" for name in RUN_SETS],
         **script_inputs(Path(workflow.current_basedir) / "scripts" / "time.py"),
         python=env_input("report"),
     params:

@@ -2,7 +2,7 @@
 # and specs); here, the figures and the model FLOP utilisation of every run set that counts its
 # FLOPs (RunSet.flops), against the best framework's peak.
 MATMUL_FOLDER = Path(workflow.current_basedir)
-COUNTED_SETS = [name for name in record_sets() if name != "matmul" and RUN_SETS[name][1].flops]
+COUNTED_SETS = [name for name in RUN_SETS if name != "matmul" and RUN_SETS[name][1].flops]
 
 
 rule plot_matmul:

@@ -90,7 +90,7 @@ def as_memory_run(spec, name, row, config, batch):
     """A training spec as a memory run of run set `name`: its batch, the memory pass's steps and
     timeout, no convergence segments."""
     memory = config["memory"]
-    return dataclasses.replace(spec, workload=name, run_id=run_id(row, columns(name.removesuffix("-memory"))),
+    return dataclasses.replace(spec, run_set=name, run_id=run_id(row, columns(name.removesuffix("-memory"))),
                                repeat=row["repeat"], batch=batch, measure=memory_measure(memory["steps"]),
                                convergence=Convergence(steps=0, eval_every=1),
                                timeout_s=float(memory["timeout_minutes"] * 60))

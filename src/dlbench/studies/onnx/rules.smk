@@ -18,7 +18,7 @@ rule onnx_export:
         reference=f"{ONNX_DATA}/{{model}}-reference.npy",
     input:
         unpack(lambda wildcards: script_inputs(ONNX_SCRIPTS / "export.py",
-                                               [workload_module(ONNX_SOURCES[wildcards.model].workload, "pytorch")])),
+                                               [workload_module(ONNX_SOURCES[wildcards.model].run_set, "pytorch")])),
         data=lambda wildcards: spec_data(ONNX_SOURCES[wildcards.model]),
         python=env_input("pytorch"),
     params:

@@ -114,7 +114,7 @@ def count(src, sets, frameworks, points_tables):
         for framework, path in modules.items():
             measured = speed.loc[framework] if framework in speed.index else {}
             rows.append({
-                "workload": name, "framework": framework, "module": str(path.relative_to(src)),
+                "run_set": name, "framework": framework, "module": str(path.relative_to(src)),
                 "module_shared": bool(users[path] > 1), "code_lines": code_lines(path),
                 "adapter_lines": sum(code_lines(f) for f in adapter_files(src, framework)),
                 "shared_lines": shared_lines, "mode": measured.get("mode", np.nan),
@@ -122,7 +122,7 @@ def count(src, sets, frameworks, points_tables):
                 "samples_per_s": measured.get("mean", np.nan), "ci_low": measured.get("ci_low", np.nan),
                 "ci_high": measured.get("ci_high", np.nan),
             })
-    return pd.DataFrame(rows, columns=["workload", "framework", "module", "module_shared", "code_lines",
+    return pd.DataFrame(rows, columns=["run_set", "framework", "module", "module_shared", "code_lines",
                                        "adapter_lines", "shared_lines", "mode", "point", "sample", "samples_per_s",
                                        "ci_low", "ci_high"])
 
@@ -130,7 +130,7 @@ def count(src, sets, frameworks, points_tables):
 def counted_files(src, table):
     """Every file the table's counts read."""
     files = {Path(src) / module for module in table["module"]}
-    files |= {module_file(src, workload_module(name, None)) for name in table["workload"]}
+    files |= {module_file(src, workload_module(name, None)) for name in table["run_set"]}
     files |= {f for framework in table["framework"] for f in adapter_files(src, framework)}
     return {f.resolve() for f in files}
 
@@ -170,12 +170,12 @@ def figure(table, path):
     if table.empty:
         no_data(path, "no run set with framework modules configured: nothing to count")
         return
-    sets = list(dict.fromkeys(table["workload"]))
-    heights = [len(table[table["workload"] == name]) for name in sets]
+    sets = list(dict.fromkeys(table["run_set"]))
+    heights = [len(table[table["run_set"] == name]) for name in sets]
     fig, axes = plt.subplots(len(sets), 2, figsize=(11, 1.2 * len(sets) + 0.3 * sum(heights)), squeeze=False,
                              sharex="row", gridspec_kw={"height_ratios": heights}, layout="constrained")
     for (bars, speed), name in zip(axes, sets):
-        rows = table[table["workload"] == name]
+        rows = table[table["run_set"] == name]
         lines_bars(bars, rows)
         bars.set_title(f"{name}: each framework's module (task.py, shared by all: {rows['shared_lines'].iloc[0]})",
                        fontsize=9, loc="left")

@@ -62,7 +62,7 @@ def figure_of(r, suffix=""):
 
 def point_of(row, skip=()):
     """A ratios row's point, key=value, without the columns that are not keys."""
-    known = {"workload", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
+    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
              "below_minimum", "contended", *skip}
     return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and pd.notna(v))
 
@@ -149,9 +149,9 @@ def quicker_to_write(tables):
                  "docstrings and blank lines) of the configured frameworks; lines of code only: the time to write "
                  "or debug is not measured")
     lines = tables.read("findings-code-lines")
-    if lines is None or "imdb" not in set(lines["workload"]) or "pytorch" not in tables.frameworks:
+    if lines is None or "imdb" not in set(lines["run_set"]) or "pytorch" not in tables.frameworks:
         return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, "no IMDB modules counted (workloads imdb, studies findings)")
-    imdb = lines[lines["workload"] == "imdb"].set_index("framework")["code_lines"]
+    imdb = lines[lines["run_set"] == "imdb"].set_index("framework")["code_lines"]
     fewer = imdb[imdb < imdb["pytorch"]]
     figures = "; ".join(f"{f} {n:.0f}" for f, n in imdb.sort_values().items())
     verdict = HOLDS if fewer.empty else FAILS
@@ -327,7 +327,7 @@ def kinds_pairs(ratios):
         ratio, low, high = r["ratio"], r["ci_low"], r["ci_high"]
         if kinds[num] == EAGER:
             num, den, ratio, low, high = den, num, 1 / ratio, 1 / high, 1 / low
-        rows.append({"framework": framework, "workload": r["workload"], "compiled": num, "eager": den,
+        rows.append({"framework": framework, "run_set": r["run_set"], "compiled": num, "eager": den,
                      "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)}})
     return pd.DataFrame(rows)
 
@@ -341,7 +341,7 @@ def graphs_faster(tables):
     if pairs.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "no framework ran a compiled and an eager mode of one point "
                                                            "(mnist.modes)")
-    figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({r['workload']}): "
+    figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({r['run_set']}): "
                         f"{figure_of(r)}" for _, r in pairs.iterrows())
     return row(SURVEY, claim, by_intervals(pairs), criterion, figures,
                "results/figures/mnist/modes.png", "mnist-ratios.csv")

@@ -28,7 +28,7 @@ from dlbench.plots import interval_plot
 from dlbench.stats import SUBJECT_COMPARISON, plain
 
 SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
-NOT_KEYS = {"workload", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", "unstable", "below_minimum",
+NOT_KEYS = {"run_set", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", "unstable", "below_minimum",
             "contended", *SUBJECTS}
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not resolved at these repeats": "open",
                  "not measured here": "absent"}

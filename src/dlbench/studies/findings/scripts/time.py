@@ -6,8 +6,10 @@ preparing its data: its DATA_RULES, given as --data-rules), the run sets' tables
 without a benchmark file (a venv another copy of the workflow built, a job from before the file
 existed) has no row.
 
-Writes one table (workload, framework, phase, seconds, jobs) and one figure: minutes per phase,
-stacked, by workload and by framework."""
+Writes one table (run_set, framework, phase, seconds, jobs) and one figure: minutes per phase,
+stacked, by run set and by framework. A job that is no run counts under the run set named for
+the workload or study it serves (a workload's own run set bears its name), an environment build
+under "environments"."""
 import argparse
 import sys
 from pathlib import Path
@@ -44,8 +46,8 @@ PHASE_COLOURS = {ENVIRONMENT: _COLOURS[0], DATA: _COLOURS[8], STARTUP: _COLOURS[
                  CONTENDED: (0.55, 0.0, 0.0), EVALUATION: _COLOURS[5], REST: _COLOURS[7], FAILED: (0.1, 0.1, 0.1),
                  TABLES: (0.6, 0.6, 0.6)}
 
-ENVIRONMENTS = "environments"  # the workload of the environment builds
-COLUMNS = ["workload", "framework", "phase", "seconds", "jobs"]
+ENVIRONMENTS = "environments"  # the run_set of the environment builds
+COLUMNS = ["run_set", "framework", "phase", "seconds", "jobs"]
 
 
 def subject(runs):
@@ -81,8 +83,8 @@ def run_phases(runs):
     failed = runs["status"] == "failed"
     phases[REST] = (runs["wall_s"] - phases.fillna(0).sum(axis=1)).where(~failed)
     phases[FAILED] = runs["wall_s"].where(failed)
-    long = pd.concat([runs[["workload", "framework"]], phases], axis=1).melt(
-        id_vars=["workload", "framework"], var_name="phase", value_name="seconds")
+    long = pd.concat([runs[["run_set", "framework"]], phases], axis=1).melt(
+        id_vars=["run_set", "framework"], var_name="phase", value_name="seconds")
     return long.dropna(subset=["seconds"])
 
 
@@ -122,15 +124,15 @@ def benchmark_jobs(folder, venvs, wheels, run_sets, data_rules):
 
 
 def time_table(runs, benchmarks):
-    """Seconds and jobs per workload, framework and phase, in the order of PHASES."""
+    """Seconds and jobs per run set, framework and phase, in the order of PHASES."""
     parts = [benchmarks]
     if len(runs):
         parts.append(run_phases(runs).assign(jobs=1))
     frame = pd.concat([part for part in parts if len(part)] or [benchmarks], ignore_index=True)
-    table = frame.groupby(["workload", "framework", "phase"], dropna=False, sort=False) \
+    table = frame.groupby(["run_set", "framework", "phase"], dropna=False, sort=False) \
         .agg(seconds=("seconds", "sum"), jobs=("jobs", "sum")).reset_index()
     table["phase"] = pd.Categorical(table["phase"], PHASES, ordered=True)
-    return table.sort_values(["workload", "framework", "phase"], ignore_index=True)[COLUMNS]
+    return table.sort_values(["run_set", "framework", "phase"], ignore_index=True)[COLUMNS]
 
 
 def stacked_bars(ax, table, by, title):
@@ -152,12 +154,12 @@ def plot(table, path, runs, other_jobs):
         no_data(path, "nothing to show: no runs and no benchmark files")
         return
     table = table.assign(framework=table["framework"].fillna("no framework (data, tables)"))
-    rows = max(table["workload"].nunique(), table["framework"].nunique())
-    fig, (by_workload, by_framework) = plt.subplots(1, 2, figsize=(12, 1.5 + 0.35 * rows))
-    stacked_bars(by_workload, table, "workload", "by workload (run set)")
+    rows = max(table["run_set"].nunique(), table["framework"].nunique())
+    fig, (by_run_set, by_framework) = plt.subplots(1, 2, figsize=(12, 1.5 + 0.35 * rows))
+    stacked_bars(by_run_set, table, "run_set", "by run set")
     stacked_bars(by_framework, table, "framework", "by framework (or library, runtime, environment)")
     present = [phase for phase in PHASES if phase in set(table["phase"])]
-    handles = {label: handle for handle, label in zip(*by_workload.get_legend_handles_labels())}
+    handles = {label: handle for handle, label in zip(*by_run_set.get_legend_handles_labels())}
     fig.legend([handles[phase] for phase in present], present, loc="lower center", ncol=min(len(present), 5),
                bbox_to_anchor=(0.5, -0.02), frameon=False)
     others = f"{other_jobs} other jobs' benchmark files" if other_jobs else "no benchmark files of other jobs"

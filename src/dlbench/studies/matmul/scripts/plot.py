@@ -2,7 +2,7 @@
 framework (the best is the machine's attainable peak), and every training point's model FLOP
 utilisation against that peak (its throughput times the FLOPs of a sample, counted once for
 every framework: src/dlbench/flops.py), with the points' bootstrap intervals; the frameworks
-ranked per workload by their best point."""
+ranked per run set by their best point."""
 import argparse
 import os
 from pathlib import Path
@@ -28,7 +28,7 @@ def described(points):
 
 def with_flops(points, runs):
     """The points with their FLOP/s and interval: throughput (samples/s) times the runs' FLOPs of a sample."""
-    keys = ["workload", "framework", *point_columns(points)]
+    keys = ["run_set", "framework", *point_columns(points)]
     flops = runs.dropna(subset=["sample_flops"]).groupby(keys, dropna=False)["sample_flops"].first()
     frame = points.merge(flops.reset_index(), on=keys, how="inner")
     for column, source in (("flop_s", "mean"), ("flop_s_low", "ci_low"), ("flop_s_high", "ci_high")):
@@ -49,7 +49,7 @@ def main():
     args.outdir.mkdir(parents=True, exist_ok=True)
 
     peak = pd.read_csv(args.points)
-    columns = ["workload", "framework", "point", "sample_flops", "flop_s", "flop_s_low", "flop_s_high", "mfu",
+    columns = ["run_set", "framework", "point", "sample_flops", "flop_s", "flop_s_low", "flop_s_high", "mfu",
                "mfu_low", "mfu_high", "rank", "peak_flop_s", "peak_framework", "unstable", "below_minimum", "contended"]
     if peak.empty:
         no_data(args.outdir / "peak.png", "no successful matrix product run")
@@ -70,18 +70,18 @@ def main():
     for column, source in (("mfu", "flop_s"), ("mfu_low", "flop_s_low"), ("mfu_high", "flop_s_high")):
         mfu[column] = mfu[source] / best["flop_s"]
     mfu["peak_flop_s"], mfu["peak_framework"] = best["flop_s"], best["framework"]
-    # each framework's best point per workload, ranked
-    mfu["rank"] = mfu.groupby("workload")["mfu"].rank(method="min", ascending=False).astype("Int64")
-    mfu = mfu.sort_values(["workload", "mfu"], ascending=[True, False])[columns]
+    # each framework's best point per run set, ranked
+    mfu["rank"] = mfu.groupby("run_set")["mfu"].rank(method="min", ascending=False).astype("Int64")
+    mfu = mfu.sort_values(["run_set", "mfu"], ascending=[True, False])[columns]
     tmp = args.table.with_name(args.table.name + ".tmp")
     mfu.to_csv(tmp, index=False)
     os.replace(tmp, args.table)
 
-    leaders = mfu.loc[mfu.groupby(["workload", "framework"])["mfu"].idxmax()] if len(mfu) else mfu
-    leaders = leaders.sort_values(["workload", "mfu"], ascending=[True, False]).reset_index(drop=True)
-    interval_plot(leaders, leaders["workload"] + ": " + leaders["framework"] + " " + leaders["point"], "mfu", "mfu_low",
+    leaders = mfu.loc[mfu.groupby(["run_set", "framework"])["mfu"].idxmax()] if len(mfu) else mfu
+    leaders = leaders.sort_values(["run_set", "mfu"], ascending=[True, False]).reset_index(drop=True)
+    interval_plot(leaders, leaders["run_set"] + ": " + leaders["framework"] + " " + leaders["point"], "mfu", "mfu_low",
                   "mfu_high", args.outdir / "mfu.png",
-                  f"How much of the machine's peak does each framework's training use? (best point per workload, "
+                  f"How much of the machine's peak does each framework's training use? (best point per run set, "
                   f"peak {best['flop_s'] / GIGA:.0f} GFLOP/s: {best['framework']}'s matrix product)",
                   "model FLOP utilisation: fraction of the peak (dot: mean, bar: bootstrap interval)")
 

@@ -26,7 +26,7 @@ def successful(runs):
     ok = runs[runs["status"] == "ok"].copy()
     if ok.empty:  # its columns may be missing too
         return ok
-    ok["workload"] = ok["workload"].str.removesuffix("-memory")
+    ok["workload"] = ok["run_set"].str.removesuffix("-memory")
     if "mode" not in ok:  # a workload with no modes (its points name none)
         ok["mode"] = None
     ok["batch"] = ok["run_id"].map(batch_of)
