@@ -1,6 +1,7 @@
 """The report's captions (every report/*.rst, and each workload's and study's) name only config
 keys, wildcards and params that exist: Snakemake renders them with Jinja2, whose default leaves
 an unknown name empty without a word, so a renamed key would silently blank a sentence."""
+from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -12,6 +13,11 @@ from dlbench.config import load_config
 REPO = Path(__file__).resolve().parents[1]
 CAPTIONS = sorted([*(REPO / "report").glob("*.rst"), *(REPO / "src" / "dlbench").glob("*/*/report/*.rst")])
 CONFIGS = {"default": [REPO / "config.yaml"], "smoke": [REPO / "config.yaml", REPO / "presets" / "smoke.yaml"]}
+
+
+@cache
+def config_of(name):
+    return load_config(*CONFIGS[name])
 
 
 class Strict(SimpleNamespace):
@@ -26,7 +32,7 @@ class Strict(SimpleNamespace):
 def test_every_caption_names_only_what_the_config_and_its_rule_have(caption, config):
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     template = env.from_string(caption.read_text())
-    snakemake = SimpleNamespace(config=load_config(*CONFIGS[config]), wildcards=Strict(run_set="mnist"),
+    snakemake = SimpleNamespace(config=config_of(config), wildcards=Strict(run_set="mnist"),
                                 params=Strict())
     text = template.render(snakemake=snakemake, files=[])
     assert text.strip()
