@@ -60,7 +60,7 @@ def not_resolved(flags):
 def point_flags(units, cv_threshold=0.05):
     """(key columns, {point_key(values of those columns): the point's flags}) of every point with steady
     units in a units table, flagged as dlbench.stats.point_statistics flags them (the key columns:
-    workload, framework and the point's keys). Only the flags are read: the intervals are drawn
+    run set, framework and the point's keys). Only the flags are read: the intervals are drawn
     with the fewest resamples."""
     points = point_statistics(units, resamples=2, cv_threshold=cv_threshold)
     columns = list(points.columns[:points.columns.get_loc("repeats")])
