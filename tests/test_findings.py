@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pandas as pd
-import pytest
 
 from conftest import REPO, venv_python
 

@@ -143,18 +143,18 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, ru
         assert run["initial_weights"] == {"source": "shared", "sha256": start}
         assert [s["metric"] for s in run["segments"]] and all(s["eval_s"] > 0 for s in run["segments"])
         losses = [block["loss"] for block in blocks]
-        if workload == "chestxray" and run["spec"]["input"] == "synthetic":
+        if run_set == "chestxray" and run["spec"]["input"] == "synthetic":
             # Random images and labels: nothing to learn in 5 steps of 2 (DenseNet-21's loss rises,
             # 0.673 to 0.719 in every framework), so the claim is PyTorch's losses, from the same
             # start on the same batches (tests/test_parity.py: 1.6e-4 apart by step 6)
-            (reference,) = [r for r in records(smoke_run, workload, "pytorch") if r["spec"]["input"] == "synthetic"]
+            (reference,) = [r for r in records(smoke_run, run_set, "pytorch") if r["spec"]["input"] == "synthetic"]
             expected = [block["loss"] for block in reference["segments"] + reference["units"]]
             assert losses == pytest.approx(expected, rel=1e-3), (run["run_id"], losses, expected)
         else:
             assert losses[-1] < losses[0], (run["run_id"], losses)
-        if workload == "mnist":
+        if run_set == "mnist":
             assert run["parameters"] == PARAMETERS["mnist", run["point"]["model"]]
-        elif workload == "imdb":
+        elif run_set == "imdb":
             assert run["parameters"] == IMDB_PARAMETERS[framework]
             assert [b["lr"] for b in blocks] == [run["spec"]["optimizer"]["lr"]] * len(blocks)
         else:
