@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import warm_python
+
 from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.harness import NO_TRAINING
@@ -104,6 +106,23 @@ def copy_workflow(dest):
 @pytest.fixture(scope="session")
 def workflow_copy(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("workflow"))
+
+
+# What the report's scripts import (envs/report.yaml): their calls run as processes forked from a
+# warm interpreter that has imported them once (tests/warm_python.py).
+REPORT_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats", "matplotlib", "matplotlib.pyplot", "seaborn")
+TEST_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats")
+
+
+def report_python(*args, **kwargs):
+    """subprocess.run([the report env's interpreter, *args], **kwargs): a script of the report, or
+    -c CODE, in a process of its own (forked from the warm interpreter of the report env)."""
+    return warm_python.run([venv_python("report"), *args], preload=REPORT_LIBRARIES, **kwargs)
+
+
+def own_python(*args, **kwargs):
+    """subprocess.run([this interpreter, *args], **kwargs), forked from its warm interpreter."""
+    return warm_python.run([sys.executable, *args], preload=TEST_LIBRARIES, **kwargs)
 
 
 def snakemake(*args, cwd=REPO, check=True):
