@@ -108,9 +108,10 @@ def workflow_copy(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("workflow"))
 
 
-# What the report's scripts import (envs/report.yaml): their calls run as processes forked from a
-# warm interpreter that has imported them once (tests/warm_python.py).
+# What the report's scripts import (envs/report.yaml), and the workflow's CLI: a quick test's calls run
+# as processes forked from a warm interpreter that has imported them once (tests/warm_python.py).
 REPORT_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats", "matplotlib", "matplotlib.pyplot", "seaborn")
+SNAKEMAKE_LIBRARIES = ("snakemake.cli", "snakemake.report", "smart_open", "jsonschema")
 TEST_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats")
 
 
@@ -126,9 +127,14 @@ def own_python(*args, **kwargs):
 
 
 def snakemake(*args, cwd=REPO, check=True):
-    """Run the snakemake CLI of this interpreter; return the completed process."""
+    """Run the snakemake CLI of this interpreter; return the completed process. A quick test's
+    (whose dry runs take seconds) is forked from the warm interpreter; a slow test's, whose jobs
+    train for minutes, is started as a process of its own."""
     cmd = [sys.executable, "-m", "snakemake", *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if os.environ.get(NO_TRAINING):
+        proc = warm_python.run(cmd, preload=SNAKEMAKE_LIBRARIES, cwd=cwd, capture_output=True, text=True)
+    else:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
