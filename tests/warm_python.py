@@ -24,6 +24,7 @@ import tempfile
 import threading
 
 SERVED_FLAGS = ("-c", "-m")
+CLIENT_ENV = "WARM_PYTHON_CLIENT_ENV"  # the client's environment, to tell what the interpreter's wrapper exports
 
 
 # ---- the server (in the interpreter of the calls) ------------------------------------------------
@@ -65,6 +66,7 @@ def _run_program(request, fds, base_path, listener, control):
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(request["exports"])
     args = request["args"]
     pythonpath = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if args[0] == "-c":
@@ -107,9 +109,10 @@ def _run_program(request, fds, base_path, listener, control):
     os._exit(code)
 
 
-def _serve(conn, base_path, listener, control):
+def _serve(conn, base_path, listener, control, exports):
     """In a forked process: run the request in a process of its own, send back its exit status."""
     request, fds = _receive(conn)
+    request["exports"] = exports
     pid = os.fork()
     if pid == 0:
         conn.close()
@@ -127,6 +130,11 @@ def serve(address, preload):
     import importlib
     import selectors
 
+    # What a venv's wrapper (scripts/build_venv.py: `export NAME=value`, then exec) set: set in every call too
+    client = json.loads(os.environ.pop(CLIENT_ENV))
+    exports = {name: value for name, value in os.environ.items() if client.get(name) != value}
+    if removed := sorted(set(client) - set(os.environ)):
+        raise SystemExit(f"the interpreter's wrapper unset {removed}: warm_python does not emulate that")
     own = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     base_path = [p for p in sys.path[1:] if p not in own]  # without this file's folder and PYTHONPATH
     for name in preload:
@@ -161,7 +169,7 @@ def serve(address, preload):
             conn, _ = listener.accept()
             if os.fork() == 0:
                 selector.close()
-                _serve(conn, base_path, listener, control)
+                _serve(conn, base_path, listener, control, exports)
             conn.close()
 
 
@@ -176,7 +184,8 @@ class _Server:
         self.folder = tempfile.mkdtemp(prefix="warm-python-")
         self.address = os.path.join(self.folder, "socket")
         self.process = subprocess.Popen([python, __file__, self.address, *preload], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+                                        stdout=subprocess.PIPE, text=True,
+                                        env={**os.environ, CLIENT_ENV: json.dumps(dict(os.environ))})
         if self.process.stdout.readline().strip() != "ready":
             self.process.wait()
             raise RuntimeError(f"the warm {python} (preloading {', '.join(preload)}) did not start")
