@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import warm_python
+
 from dlbench.envs import env_file, venv_interpreter
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.harness import NO_TRAINING
@@ -106,10 +108,33 @@ def workflow_copy(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("workflow"))
 
 
+# What the report's scripts import (envs/report.yaml), and the workflow's CLI: a quick test's calls run
+# as processes forked from a warm interpreter that has imported them once (tests/warm_python.py).
+REPORT_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats", "matplotlib", "matplotlib.pyplot", "seaborn")
+SNAKEMAKE_LIBRARIES = ("snakemake.cli", "snakemake.report", "smart_open", "jsonschema")
+TEST_LIBRARIES = ("numpy", "pandas", "scipy.special", "scipy.stats")
+
+
+def report_python(*args, **kwargs):
+    """subprocess.run([the report env's interpreter, *args], **kwargs): a script of the report, or
+    -c CODE, in a process of its own (forked from the warm interpreter of the report env)."""
+    return warm_python.run([venv_python("report"), *args], preload=REPORT_LIBRARIES, **kwargs)
+
+
+def own_python(*args, **kwargs):
+    """subprocess.run([this interpreter, *args], **kwargs), forked from its warm interpreter."""
+    return warm_python.run([sys.executable, *args], preload=TEST_LIBRARIES, **kwargs)
+
+
 def snakemake(*args, cwd=REPO, check=True):
-    """Run the snakemake CLI of this interpreter; return the completed process."""
+    """Run the snakemake CLI of this interpreter; return the completed process. A quick test's
+    (whose dry runs take seconds) is forked from the warm interpreter; a slow test's, whose jobs
+    train for minutes, is started as a process of its own."""
     cmd = [sys.executable, "-m", "snakemake", *args]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if os.environ.get(NO_TRAINING):
+        proc = warm_python.run(cmd, preload=SNAKEMAKE_LIBRARIES, cwd=cwd, capture_output=True, text=True)
+    else:
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc

@@ -1,11 +1,8 @@
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, SCRIPTS, snakemake, venv_python
+from conftest import REPO, SCRIPTS, report_python, snakemake
 from dlbench.stats import compare
 from test_stats import noisy, point_rows, table
 
@@ -58,8 +55,7 @@ def test_a_point_only_in_new_comes_last():
 
 
 def run_compare(*args):
-    return subprocess.run([venv_python("report"), str(SCRIPTS / "compare.py"), *map(str, args)], check=False,
-                          capture_output=True, text=True)
+    return report_python(str(SCRIPTS / "compare.py"), *map(str, args), check=False, capture_output=True, text=True)
 
 
 def write_results(folder, units, environment=None):

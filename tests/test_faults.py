@@ -18,7 +18,7 @@ import yaml
 
 from dlbench.envs import env_hash
 from dlbench.workloads.mnist.data import IDX_FILES
-from conftest import REPO, copy_workflow, snakemake, venv_python
+from conftest import REPO, copy_workflow, report_python, snakemake, venv_python
 from test_chestxray_data import synthetic_label_text
 from test_imdb_data import object_array
 from test_mnist_data import idx_bytes
@@ -228,10 +228,10 @@ def test_a_corrupt_record_is_named_and_the_others_are_aggregated(mnist_workflow,
     (tmp_path / "bad.json").write_text('{"status": "ok", "units": [')
     out = {name: tmp_path / f"{name}.csv" for name in ("runs", "convergence", "units", "points", "ratios", "environment",
                                                          "unsuccessful", "utilisation")}
-    proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
-                           str(tmp_path / "bad.json"), "--min-unit-seconds", "0", "--max-other-cpus", "0.5",
-                           *[arg for name, path in out.items() for arg in (f"--{name}", str(path))]],
-                          capture_output=True, text=True)
+    proc = report_python(str(REPO / "scripts" / "aggregate.py"), str(tmp_path / "good.json"),
+                         str(tmp_path / "bad.json"), "--min-unit-seconds", "0", "--max-other-cpus", "0.5",
+                         *[arg for name, path in out.items() for arg in (f"--{name}", str(path))],
+                         capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "bad.json: cannot be read as JSON" in proc.stderr
     assert len(out["runs"].read_text().splitlines()) == 2  # the header and the good run
@@ -243,8 +243,8 @@ def test_a_run_set_without_runs_gets_every_table_with_its_header(tmp_path):
     tables = ("runs", "convergence", "units", "points", "ratios", "environment", "unsuccessful", "utilisation")
     out = {name: tmp_path / f"{name}.csv" for name in tables}
     options = [arg for name, path in out.items() for arg in (f"--{name}", str(path))]
-    proc = subprocess.run([venv_python("report"), str(REPO / "scripts" / "aggregate.py"), "--min-unit-seconds", "0",
-                           "--max-other-cpus", "0.5", *options], capture_output=True, text=True)
+    proc = report_python(str(REPO / "scripts" / "aggregate.py"), "--min-unit-seconds", "0",
+                         "--max-other-cpus", "0.5", *options, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "0 records" in proc.stdout
     points = out["points"].read_text().splitlines()

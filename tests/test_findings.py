@@ -2,12 +2,10 @@
 and the summary the report opens with (tests/test_report_view.py looks at it in a browser)."""
 import json
 import re
-import subprocess
-import sys
 
 import pandas as pd
 
-from conftest import REPO, venv_python
+from conftest import REPO, own_python, report_python
 
 FINDINGS = REPO / "src/dlbench/studies/findings/scripts"
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
@@ -31,9 +29,9 @@ def replication(tables, tmp_path, workloads, frameworks=FRAMEWORKS, synthetic=Tr
     for name, frame in tables.items():
         pd.DataFrame(frame).to_csv(folder / f"{name}.csv", index=False)
     out = tmp_path / "replication.csv"
-    subprocess.run([sys.executable, str(FINDINGS / "replication.py"), "--tables-dir", str(folder),
-                    "--workloads", *workloads, "--studies", *studies, "--frameworks", *frameworks, *(["--synthetic-images"] * synthetic),
-                    "--out", str(out)], check=True, capture_output=True)
+    own_python(str(FINDINGS / "replication.py"), "--tables-dir", str(folder),
+               "--workloads", *workloads, "--studies", *studies, "--frameworks", *frameworks, *(["--synthetic-images"] * synthetic),
+               "--out", str(out), check=True, capture_output=True)
     return pd.read_csv(out).set_index("claim")
 
 
@@ -124,11 +122,11 @@ def run_summary(tmp_path, points, ratios):
     claims = replication({}, tmp_path, ["mnist"])
     claims.reset_index().to_csv(tables / "replication.csv", index=False)
     out = tmp_path / "summary.html"
-    subprocess.run([venv_python("report"), str(FINDINGS / "summary.py"), "--sets", "mnist", "--samples", "images",
-                    "--points", str(tables / "mnist-points.csv"), "--ratios", str(tables / "mnist-ratios.csv"),
-                    "--runs", str(tables / "mnist-runs.csv"), "--environment", str(tables / "mnist-environment.csv"),
-                    "--replication", str(tables / "replication.csv"), "--figures", str(tmp_path / "figures"),
-                    "--out", str(out)], check=True)
+    report_python(str(FINDINGS / "summary.py"), "--sets", "mnist", "--samples", "images",
+                  "--points", str(tables / "mnist-points.csv"), "--ratios", str(tables / "mnist-ratios.csv"),
+                  "--runs", str(tables / "mnist-runs.csv"), "--environment", str(tables / "mnist-environment.csv"),
+                  "--replication", str(tables / "replication.csv"), "--figures", str(tmp_path / "figures"),
+                  "--out", str(out), check=True)
     return out.read_text()
 
 
@@ -262,8 +260,8 @@ def test_the_forest_plot_marks_flagged_ratios_as_every_figure_does(tmp_path):
               flagged(ratio_row("chainer (eager) / pytorch (eager)", 0.5, 0.4, 0.6), below_minimum=True)]
     path = tmp_path / "ratios.csv"
     pd.DataFrame(ratios).to_csv(path, index=False)
-    out = subprocess.run([venv_python("report"), "-c", FOREST, str(path), str(tmp_path / "forest.png"), str(FINDINGS)],
-                         capture_output=True, text=True, check=True).stdout
+    out = report_python("-c", FOREST, str(path), str(tmp_path / "forest.png"), str(FINDINGS),
+                        capture_output=True, text=True, check=True).stdout
     drawn = json.loads(out)
     assert [mark for mark, _ in drawn["marks"]] == ["o", "o", "X", "X"]
     assert [face == "white" for _, face in drawn["marks"]] == [False, True, False, False]

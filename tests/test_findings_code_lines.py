@@ -1,11 +1,9 @@
 """The lines of framework-specific code (findings/scripts/code_lines.py): radon's count without
 comments, docstrings and blank lines, per run set and framework, next to its speed. The script runs
 in the report env, which has radon (the driver does not need it), as the workflow runs it."""
-import subprocess
-
 import pandas as pd
 
-from conftest import REPO, SRC, venv_python
+from conftest import REPO, SRC, report_python
 from dlbench.frameworks import FRAMEWORKS
 
 CODE_LINES = REPO / "src" / "dlbench" / "studies" / "findings" / "scripts" / "code_lines.py"
@@ -56,9 +54,9 @@ def count(tmp_path, src, workloads, frameworks, points=(), inputs=None, check=Tr
     inputs = [str(p) for p in src.rglob("*.py")] if inputs is None else inputs
     table = tmp_path / "findings-code-lines.csv"
     figure = tmp_path / "code-lines.png"
-    proc = subprocess.run([venv_python("report"), str(CODE_LINES), "--src", str(src), "--workloads", *workloads,
-                           "--frameworks", *frameworks, "--points", *map(str, points), "--inputs", *inputs,
-                           "--table", str(table), "--figure", str(figure)], capture_output=True, text=True)
+    proc = report_python(str(CODE_LINES), "--src", str(src), "--workloads", *workloads,
+                         "--frameworks", *frameworks, "--points", *map(str, points), "--inputs", *inputs,
+                         "--table", str(table), "--figure", str(figure), capture_output=True, text=True)
     if not check:
         return proc
     assert proc.returncode == 0, proc.stderr

@@ -1,11 +1,9 @@
 """Where the time went (findings/scripts/time.py): a run's wall time split into its phases, and the
 jobs that are no run from Snakemake's benchmark files."""
-import subprocess
-
 import pandas as pd
 import pytest
 
-from conftest import REPO, venv_python
+from conftest import REPO, report_python
 
 TIME = REPO / "src" / "dlbench" / "studies" / "findings" / "scripts" / "time.py"
 BENCHMARK_HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -42,10 +40,10 @@ def where_the_time_went(tmp_path, tables, benchmarks=None, venvs=(), wheels=(), 
         (pd.DataFrame(rows) if rows else pd.DataFrame(columns=["status"])).to_csv(path, index=False)
         paths.append(path)
     table, figure = tmp_path / "findings-time.csv", tmp_path / "figures" / "time.png"
-    subprocess.run([venv_python("report"), str(TIME), "--runs", *map(str, paths),
-                    "--benchmarks", str(benchmarks or tmp_path / "no-benchmarks"), "--venvs", *venvs,
-                    "--wheels", *wheels, "--data-rules", *data_rules, "--table", str(table), "--figure", str(figure)],
-                   check=True)
+    report_python(str(TIME), "--runs", *map(str, paths),
+                  "--benchmarks", str(benchmarks or tmp_path / "no-benchmarks"), "--venvs", *venvs,
+                  "--wheels", *wheels, "--data-rules", *data_rules, "--table", str(table), "--figure", str(figure),
+                  check=True)
     assert figure.stat().st_size > 0
     return pd.read_csv(table)
 

@@ -1,10 +1,9 @@
 """What every figure shares (dlbench.plots): a framework's colour is the same in every figure,
 and a flagged point's mark is explained in the legend, only the marks that appear."""
 import json
-import subprocess
 import textwrap
 
-from conftest import venv_python
+from conftest import report_python
 
 # Runs in the report env (seaborn): draws an interval plot and reports what it drew.
 DRAW = textwrap.dedent("""
@@ -29,8 +28,8 @@ DRAW = textwrap.dedent("""
 
 
 def draw(rows, tmp_path):
-    out = subprocess.run([venv_python("report"), "-c", DRAW, json.dumps(rows), str(tmp_path / "figure.png")],
-                         capture_output=True, text=True, check=True).stdout
+    out = report_python("-c", DRAW, json.dumps(rows), str(tmp_path / "figure.png"),
+                        capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
 
@@ -88,8 +87,8 @@ def tables_of(segments_in):
 
 def convergence_figures(tmp_path, segments_in):
     tables = [json.dumps(table) for table in tables_of(segments_in)]
-    out = subprocess.run([venv_python("report"), "-c", CONVERGENCE, *tables, str(tmp_path / "loss.png")],
-                         capture_output=True, text=True, check=True).stdout
+    out = report_python("-c", CONVERGENCE, *tables, str(tmp_path / "loss.png"),
+                        capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 
 
