@@ -12,6 +12,7 @@ process's would be. What stays the server's: the libraries named in `preload`, i
 The client (`run`) takes subprocess.run's arguments the tests use; the server is this file, run by
 the interpreter of the calls (`python warm_python.py MODULE...`), one per interpreter and worker.
 """
+import atexit
 import json
 import locale
 import os
@@ -100,7 +101,6 @@ def _run_program(request, fds, base_path, listener, control):
         code = 1
     try:
         threading._shutdown()  # the interpreter waits for non-daemon threads
-        import atexit
         atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -242,8 +242,6 @@ def _stop_servers():
         server.process.wait()
         shutil.rmtree(server.folder, ignore_errors=True)
 
-
-import atexit  # noqa: E402
 
 atexit.register(_stop_servers)
 
