@@ -187,10 +187,11 @@ def test_a_point_with_a_contended_or_short_unit_side_is_not_resolved_and_each_si
 
 
 def test_a_baseline_from_before_the_renames_meets_the_same_points(tmp_path):
-    """Tables written before strategy "single" became "none" (and input "device" "resident")
-    still meet this release's points: the unchanged point is compared, not 'only in old'."""
+    """Tables written before strategy "single" became "none" (and input "device" "resident"), and
+    before their `workload` column became `run_set`, still meet this release's points: the
+    unchanged point is compared, not 'only in old'."""
     old, new = results(unchanged_seed=7)
-    write_results(tmp_path / "old", old.assign(strategy="single"))
+    write_results(tmp_path / "old", old.assign(strategy="single").rename(columns={"run_set": "workload"}))
     write_results(tmp_path / "new", new.assign(strategy="none"))
     out = tmp_path / "out"
     proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
