@@ -5,8 +5,10 @@ folder named by the env file's content hash, so checkouts and tests share it and
 env file gets a new one. The interpreter wrapper `<venv>/python` is written last: its
 presence means the venv is complete.
 
-uv installs the packages: it downloads in parallel and compiles no bytecode at install (pip took
-159 of tensorflow's 265 s unpacking and compiling its wheel). It takes exactly the sources pip is
+uv installs the packages: it downloads in parallel, and compiles every module's bytecode at install
+(`--compile-bytecode`), in parallel, once: a training process then compiles nothing it imports, even
+where PYTHONDONTWRITEBYTECODE keeps Python from writing what it compiled (and elsewhere the first run
+in a venv would compile for the ones after it: a start-up of its own). It takes exactly the sources pip is
 configured with on this machine: uv reads no pip.conf, so the venv's pip says its settings (`pip
 config list`) and they become uv's options (pip_to_uv); uv's own configuration files and index
 variables are left out. uv's cache (~/.cache/uv, UV_CACHE_DIR) keeps each wheel it downloads or
@@ -145,7 +147,7 @@ def build(env_file, venv):
         options, uv_variables = pip_to_uv(parse_pip_config(config))
         uv_env = {name: value for name, value in {**install_env, **uv_variables}.items()
                   if name not in UV_SOURCE_VARIABLES}
-        uv = [uv_bin, "pip", "install", "--no-config", "--python", python, *options]
+        uv = [uv_bin, "pip", "install", "--no-config", "--compile-bytecode", "--python", python, *options]
         print("installer:", shlex.join(uv), flush=True)
         if env.build_first:  # conda's own packages, installed before the pip list as conda does
             subprocess.run(uv + env.build_first, check=True, env=uv_env)

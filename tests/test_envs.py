@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -176,6 +177,31 @@ def test_the_venv_takes_its_packages_from_pips_index_and_no_other(tmp_path):
     venv, _ = build_probe_venv(tmp_path, "pip", UV_EXTRA_INDEX_URL=probe_index(tmp_path / "other-index", "other"))
     assert flavour(venv) == "pip"
     assert "dlbench-probe==1.0" in (venv / "pip-freeze.txt").read_text()
+
+
+def test_the_venv_s_modules_are_compiled_at_install_so_no_process_compiles_them(tmp_path):
+    """Every installed module has its bytecode beside it, and an import reads it rather than
+    compiling the source, also where Python may write none (PYTHONDONTWRITEBYTECODE, as on the test
+    machines, where each process compiled every module it imported)."""
+    venv, _ = build_probe_venv(tmp_path, "compiled")
+    [module] = venv.glob("lib/python*/site-packages/dlbench_probe.py")
+    # python -v says where each module's code object came from: its bytecode file, or its source
+    imported = subprocess.run([str(venv / "python"), "-v", "-c", "import dlbench_probe"], capture_output=True,
+                              text=True, check=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}).stderr
+    [said] = [line for line in imported.splitlines() if line.startswith("# code object from") and "dlbench_probe" in line]
+    cached = Path(said.split("from", 1)[1].strip().strip("'"))
+    assert cached.suffix == ".pyc" and cached.parent == module.parent / "__pycache__", said
+
+
+def test_a_venv_of_another_layout_is_another_venv(tmp_path, monkeypatch):
+    """The folder's hash covers how the builder lays a venv out (dlbench.envs.VENV_LAYOUT): a venv
+    built before the modules were compiled at install is not taken for one that has them."""
+    import dlbench.envs
+
+    path = write(tmp_path, "dependencies:\n  - python=3.11\n  - pip:\n      - numpy==2.4.6\n")
+    now = env_hash(path)
+    monkeypatch.setattr(dlbench.envs, "VENV_LAYOUT", dlbench.envs.VENV_LAYOUT - 1)
+    assert env_hash(path) != now
 
 
 @pytest.mark.slow  # builds a venv, twice
