@@ -1,8 +1,8 @@
 """Build a virtualenv from the pip list of a conda env file.
 
 Used when the workflow runs without --use-conda. The venv lives under a shared prefix in a
-folder named by the env file's content hash, so checkouts and tests share it and an edited
-env file gets a new one. The interpreter wrapper `<venv>/python` is written last: its
+folder named by the hash of the env file's content and of the venv layout (dlbench.envs.env_hash),
+so checkouts and tests share it and an edited env file gets a new one. The interpreter wrapper `<venv>/python` is written last: its
 presence means the venv is complete.
 
 uv installs the packages: it downloads in parallel, and compiles every module's bytecode at install
