@@ -2,14 +2,14 @@
 
 Used when the workflow runs without --use-conda. The venv lives under a shared prefix in a
 folder named by the hash of the env file's content and of the venv layout (dlbench.envs.env_hash),
-so checkouts and tests share it and an edited env file gets a new one. The interpreter wrapper `<venv>/python` is written last: its
-presence means the venv is complete.
+so checkouts and tests share it and an edited env file gets a new one. The interpreter wrapper
+`<venv>/python` is written last: its presence means the venv is complete.
 
 uv installs the packages: it downloads in parallel, and compiles every module's bytecode at install
-(`--compile-bytecode`), in parallel, once: a training process then compiles nothing it imports, even
-where PYTHONDONTWRITEBYTECODE keeps Python from writing what it compiled (and elsewhere the first run
-in a venv would compile for the ones after it: a start-up of its own). It takes exactly the sources pip is
-configured with on this machine: uv reads no pip.conf, so the venv's pip says its settings (`pip
+(`--compile-bytecode`), once: a training process then compiles nothing it imports, even where
+PYTHONDONTWRITEBYTECODE keeps Python from writing what it compiled (elsewhere the first run in a
+venv would compile for the runs after it, a start-up they do not pay). It takes exactly the sources
+pip is configured with on this machine: uv reads no pip.conf, so the venv's pip says its settings (`pip
 config list`) and they become uv's options (pip_to_uv); uv's own configuration files and index
 variables are left out. uv's cache (~/.cache/uv, UV_CACHE_DIR) keeps each wheel it downloads or
 builds from an sdist (pillow-simd, mpi4py, Chainer) by the source's hash: the other venvs take it

@@ -12,9 +12,7 @@ from pathlib import Path
 
 HASH_LENGTH = 12
 # How scripts/build_venv.py lays a venv out, part of its folder's name: a venv of another layout is
-# not this one. 2: every module's bytecode compiled at install (layout 1 compiled none, and where
-# PYTHONDONTWRITEBYTECODE is set, as on the test machines, every process compiled every module it
-# imported: TensorFlow's import took about 10 s, not 4).
+# not this one. 1: no bytecode; 2: every module's bytecode compiled at install (why: build_venv.py).
 VENV_LAYOUT = 2
 # The config's env_variant: cpu builds every env from envs/<stack>.yaml; gpu builds each stack
 # that has one from envs/gpu/<stack>.yaml (every framework, and onnx; not data, report, pillow).
@@ -24,7 +22,8 @@ ENV_VARIANTS = ("cpu", "gpu")
 def env_hash(env_file):
     """Content hash of an env file and of the venv layout: a changed file gets a new venv, an
     unchanged one keeps its (until the builder lays venvs out another way)."""
-    return hashlib.sha256(f"venv layout {VENV_LAYOUT}\n".encode() + Path(env_file).read_bytes()).hexdigest()[:HASH_LENGTH]
+    content = f"venv layout {VENV_LAYOUT}\n".encode() + Path(env_file).read_bytes()
+    return hashlib.sha256(content).hexdigest()[:HASH_LENGTH]
 
 
 def env_file(envs_dir, stack, variant="cpu"):
