@@ -75,7 +75,7 @@ def test_sharding_splits_each_batch_into_contiguous_device_slices_and_replicates
     print(json.dumps({"devices": [s.device.id for s in shards], "same": same, "replicated": replicated,
                       "placement": [placement.processes, placement.local_devices],
                       "threads": adapter.describe(placement)["threads"]}))
-    """, tmp_path, two=smoke_spec("mnist", "jax", devices=2, strategy="sharding"))
+    """, tmp_path, two=smoke_spec("mnist", "jax", devices=2, strategy="sharding", threads=2))
     assert out["devices"] == [0, 1] and out["same"] == [True, True] and out["replicated"]
     assert out["placement"] == [1, 2]
     assert out["threads"]["jax_num_cpu_devices"] == 2 and out["threads"]["NPROC"] == "2"

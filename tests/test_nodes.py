@@ -22,7 +22,7 @@ MULTI_NODE = [(framework, strategy) for framework, spec in FRAMEWORKS.items() fo
 
 
 def test_one_node_needs_no_rendezvous():
-    node = this_node(smoke_spec("mnist", "pytorch"), env={})
+    node = this_node(smoke_spec("mnist", "pytorch", threads=2), env={})
     assert (node.rank, node.nodes, node.port, node.threads) == (0, 1, None, 2)
 
 

@@ -9,8 +9,9 @@ Training: from the shared start, on the same batches, the loss of each of the fi
 steps agrees across the frameworks (`python -m dlbench.parity`'s train task), and a
 data-parallel run's replicas start from the same weights.
 
-Each framework's interpreter starts once for the cases that share its threads and devices
-(`run_tasks`: at most three a framework), in module-scoped fixtures; each test reads its case.
+Each framework's interpreter starts once for the cases that share its devices (`run_tasks`: at
+most two a framework, the forward and training cases in one), in one module-scoped fixture;
+each test reads its case.
 """
 import dataclasses
 import json
@@ -24,7 +25,7 @@ from dlbench.frameworks import FRAMEWORKS
 from dlbench.specs import spec_to_dict
 from dlbench.weights import initial_weights
 from dlbench.workloads.chestxray.definition import densenet
-from conftest import REPO, outcome_of, side_by_side, venv_python
+from conftest import outcome_of, side_by_side, venv_python
 from specs import smoke_spec
 
 # (workload, grid row, inputs, tolerance, trainable parameters). Tolerances are absolute, on
@@ -46,11 +47,11 @@ CASES = {
 }
 
 
-def case_spec(workload, framework, row, threads=2):
-    """The smoke spec of a case's grid row; "blocks" replaces the DenseNet's blocks."""
+def case_spec(workload, framework, row):
+    """The smoke spec of a case's grid row (one thread); "blocks" replaces the DenseNet's blocks."""
     row = dict(row)
     blocks = row.pop("blocks", None)
-    spec = smoke_spec(workload, framework, threads=threads, **row)
+    spec = smoke_spec(workload, framework, **row)
     return spec if blocks is None else dataclasses.replace(spec, model=densenet(blocks))
 
 
@@ -99,11 +100,9 @@ def result_of(results, key):
     return result
 
 
-@pytest.fixture(scope="module")
-def forward_runs(tmp_path_factory):
+def forward_tasks(folder):
     """Every framework's outputs of each case's inputs with the case's weights ((case, framework)),
     and PyTorch's own initial weights of each case ((case, "dump-weights"))."""
-    folder = tmp_path_factory.mktemp("forward")
     tasks = {}
     for case, (workload, row, make_inputs, _, _) in CASES.items():
         rng = np.random.default_rng(0)
@@ -122,7 +121,7 @@ def forward_runs(tmp_path_factory):
                                       "out": str(folder / f"{case}-{framework}.npy")}
         tasks[case, "dump-weights"] = {"do": "dump-weights", "spec": spec_to_dict(case_spec(workload, "pytorch", row)),
                                        "out": str(folder / f"{case}-torch.npz")}
-    return run_tasks(tasks, REPO, folder)
+    return tasks
 
 
 @pytest.mark.slow
@@ -217,16 +216,13 @@ def training_class(workload, framework):
 
 
 def training_spec(workload, framework, row):
-    spec = case_spec(workload, framework, row, threads=1)
+    spec = case_spec(workload, framework, row)
     return dataclasses.replace(spec, workers=0) if hasattr(spec, "workers") else spec
 
 
-@pytest.fixture(scope="module")
-def training_runs(smoke_data, tmp_path_factory):
+def training_tasks(folder):
     """The losses of every training case in every framework ((case, framework)), and of each
-    data-parallel engine's single-device and 2-device runs (("single" or "parallel", framework)),
-    run in the smoke preset's workflow copy (its prepared data)."""
-    folder = tmp_path_factory.mktemp("training")
+    data-parallel engine's single-device and 2-device runs (("single" or "parallel", framework))."""
     runs = {(case, framework): (training_spec(workload, framework, row), steps)
             for case, (workload, row, steps, _, _) in TRAINING.items() for framework in FRAMEWORKS}
     for framework, strategy in DATA_PARALLEL.items():
@@ -234,10 +230,31 @@ def training_runs(smoke_data, tmp_path_factory):
         runs["parallel", framework] = (training_spec("mnist", framework, {"batch": 32, "devices": 2,
                                                                           "strategy": strategy}),
                                        DATA_PARALLEL_STEPS)
-    tasks = {(name, framework): {"do": "train", "spec": spec_to_dict(spec), "steps": steps,
-                                 "out": str(folder / f"{name}-{framework}.npy")}
-             for (name, framework), (spec, steps) in runs.items()}
-    return run_tasks(tasks, smoke_data, folder)
+    return {(name, framework): {"do": "train", "spec": spec_to_dict(spec), "steps": steps,
+                                "out": str(folder / f"{name}-{framework}.npy")}
+            for (name, framework), (spec, steps) in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def parity_runs(smoke_data, tmp_path_factory):
+    """{"forward": forward_tasks' results, "training": training_tasks'}: one run_tasks for both, so
+    that a framework's forward and training cases share its interpreter; in the smoke preset's
+    workflow copy (the training cases read its prepared data)."""
+    folders = {kind: tmp_path_factory.mktemp(kind) for kind in ("forward", "training")}
+    tasks = {(kind, *key): task for kind, make in (("forward", forward_tasks), ("training", training_tasks))
+             for key, task in make(folders[kind]).items()}
+    results = run_tasks(tasks, smoke_data, folders["forward"])
+    return {kind: {key[1:]: result for key, result in results.items() if key[0] == kind} for kind in folders}
+
+
+@pytest.fixture(scope="module")
+def forward_runs(parity_runs):
+    return parity_runs["forward"]
+
+
+@pytest.fixture(scope="module")
+def training_runs(parity_runs):
+    return parity_runs["training"]
 
 
 def losses_of(training_runs, key):
