@@ -313,10 +313,14 @@ def start_without_frameworks(spec, tmp_path):
     return proc, result
 
 
-# one case of each field the table names (Horovod's runs: the smoke run's, tests/test_workflow.py)
+# one case of each field the table names (Horovod's runs: the smoke run's, tests/test_workflow.py), and
+# the modes a run set's model gives no meaning (RunSet.modes_not_applicable)
 @pytest.mark.parametrize("workload, framework, row, reason", [
     ("mnist", "keras-torch", {"devices": 2, "strategy": "data-parallel"}, "not on torch"),
     ("imdb", "jax", {"grad": "sparse"}, "sparse embedding gradients"),
+    ("mnist", "pytorch", {"mode": "checkpoint"}, "mnist's model has none"),
+    ("imdb", "tensorflow", {"mode": "recompute"}, "imdb's model has none"),
+    ("imdb", "pytorch", {"mode": "channels-last"}, "an LSTM's inputs are token sequences"),
 ])
 def test_a_run_its_pins_cannot_do_is_not_applicable_before_its_framework_starts(tmp_path, workload, framework, row,
                                                                                   reason):
@@ -328,11 +332,12 @@ def test_a_run_its_pins_cannot_do_is_not_applicable_before_its_framework_starts(
 
 
 def test_a_run_it_can_do_gets_past_the_check_to_its_framework(tmp_path):
-    """The check before the start stops only what the table names: PyTorch's sparse gradients go on to
-    import torch (which this process cannot)."""
-    proc, result = start_without_frameworks(smoke_spec("imdb", "pytorch", grad="sparse"), tmp_path)
-    assert "import of torch halted" in proc.stderr or "No module named 'torch'" in proc.stderr, proc.stderr[-2000:]
-    assert not result.exists()
+    """The check before the start stops only what the table names: PyTorch's sparse gradients, and its
+    memory-saving mode on ChestX-ray's DenseNet, go on to import torch (which this process cannot)."""
+    for spec in (smoke_spec("imdb", "pytorch", grad="sparse"), smoke_spec("chestxray", "pytorch", mode="checkpoint")):
+        proc, result = start_without_frameworks(spec, tmp_path)
+        assert "import of torch halted" in proc.stderr or "No module named 'torch'" in proc.stderr, proc.stderr[-2000:]
+        assert not result.exists()
 
 
 class FakeTime:

@@ -72,7 +72,7 @@ from pathlib import Path
 
 from dlbench import nodes, numerics
 from dlbench.clock import RunClock, run_blocks, timed
-from dlbench.definitions import workload_module
+from dlbench.definitions import run_set, runs_as, workload_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, adapter_module, not_applicable_before_start
 from dlbench.machine import gpus
@@ -224,7 +224,8 @@ def main():
         spec_dict = json.load(f)
     spec = spec_from_dict(spec_dict)
     try:
-        not_applicable_before_start(spec)  # what these pins cannot run costs no framework start-up
+        # what these pins, or this run set's model, cannot run costs no framework start-up
+        not_applicable_before_start(spec, run_set(runs_as(spec.run_set)).modes_not_applicable)
     except NotApplicable as reason:
         _end(result_path, nodes.this_node(spec), reason)
     numerics.apply(spec.numerics)  # before the adapter imports its framework, which starts threads

@@ -33,6 +33,8 @@ class RunSet:
     sample: str = "samples"      # what one sample of its throughput is (images, reviews): samples/s's unit
     timed: bool = True           # its throughput is a measurement (the headline has its ratios); the memory
                                  # pass's runs take a few steps, their time is not one
+    modes_not_applicable: tuple = ()   # (framework, mode, why): modes its model gives no meaning, refused
+                                       # before the framework starts (dlbench.frameworks.not_applicable_before_start)
 
     @property
     def runs_as_or_own(self):

@@ -92,20 +92,24 @@ NOT_APPLICABLE = {
 }
 
 
-def not_applicable_before_start(spec):
+def not_applicable_before_start(spec, modes_not_applicable=()):
     """Raise NotApplicable where the run's spec asks for what its framework cannot do at these pins
-    (NOT_APPLICABLE); nothing of the framework is imported here."""
+    (NOT_APPLICABLE), or for a mode its run set's model gives no meaning (modes_not_applicable:
+    the RunSet's); nothing of the framework is imported here."""
     for (framework, field, value), reason in NOT_APPLICABLE.items():
         if spec.framework == framework and getattr(spec, field, None) == value:
             raise NotApplicable(reason)
+    for framework, mode, reason in modes_not_applicable:
+        if spec.framework == framework and getattr(spec, "mode", None) == mode:
+            raise NotApplicable(reason)
 
 
-def check_recomputing(cls, spec):
-    """A memory-saving mode where the workload class has no dense layers to recompute
-    (cls.dense_layers: ChestX-ray's DenseNet) has no meaning: stop before anything is built."""
-    if spec.mode == RECOMPUTING.get(spec.framework) and not cls.dense_layers:
-        raise NotApplicable(f"mode {spec.mode!r} recomputes DenseNet's dense layers in the backward pass to save "
-                            f"memory (ChestX-ray's model); {spec.run_set}'s model has none")
+def without_recomputing(run_set):
+    """RunSet.modes_not_applicable of a run set whose model has no dense layers: the memory-saving
+    modes (RECOMPUTING) recompute a DenseNet's (ChestX-ray's)."""
+    return tuple((framework, mode, f"mode {mode!r} recomputes DenseNet's dense layers in the backward pass to save "
+                                   f"memory (ChestX-ray's model); {run_set}'s model has none")
+                 for framework, mode in RECOMPUTING.items())
 
 
 NO_FRAMEWORK = "dlbench.no_framework"  # the adapter of runs of no framework (framework None)

@@ -20,7 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
 
-from dlbench.frameworks import check_recomputing, reported
+from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import Placement, one_ahead
@@ -316,13 +316,6 @@ class WorkloadMethods:
     state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert)."""
 
     input_dtype = "float32"  # of the numpy inputs predict() receives
-    dense_layers = False  # a DenseNet's, which mode checkpoint recomputes (ChestX-ray)
-
-    @classmethod
-    def check(cls, spec, device_kind):
-        super().check(spec, device_kind)
-        check_recomputing(cls, spec)
-
     @torch.no_grad()
     def predict(self, inputs):
         self.model.eval()

@@ -5,7 +5,6 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.errors import NotApplicable
-from dlbench.frameworks import check_recomputing
 from dlbench.frameworks.tensorflow import strategy
 
 
@@ -37,13 +36,6 @@ class WorkloadMethods:
     """What every TensorFlow workload module does the same way: one replica's step with a
     GradientTape (self.model, self.loss_fn, self.optimizer) in the run's mode (`make_step`),
     its per-batch call (self.step), and the parameter count."""
-
-    dense_layers = False  # a DenseNet's, whose bottlenecks mode recompute recomputes (ChestX-ray)
-
-    @classmethod
-    def check(cls, spec, device_kind):
-        super().check(spec, device_kind)
-        check_recomputing(cls, spec)
 
     def gradients(self, inputs, labels):
         with tf.GradientTape() as tape:

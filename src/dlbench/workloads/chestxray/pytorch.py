@@ -223,8 +223,6 @@ def train_loader(paths, labels, spec, pin_memory):
 
 
 class PyTorchChestXray(adapter.WorkloadMethods, ChestXray):
-    dense_layers = True
-
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = adapter.device(self.placement)

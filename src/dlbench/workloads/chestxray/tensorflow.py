@@ -160,8 +160,6 @@ class RecomputingDenseNet:
 
 
 class TensorFlowChestXray(WorkloadMethods, ChestXray):
-    dense_layers = True
-
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = adapter.strategy(self.placement)

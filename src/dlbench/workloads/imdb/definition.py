@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dlbench import flops
+from dlbench.frameworks import without_recomputing
 from dlbench.spec_types import Adam, Run, StepSchedule
 from dlbench.sweep import RunSet, check_batch, check_modes, convergence_steps, run_fields
 
@@ -102,7 +103,12 @@ def draw_weights(draw, model):
     draw.linear("classifier", model.hidden, model.classes)
 
 
-RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="reviews"),)
+NOT_APPLICABLE_MODES = (
+    *without_recomputing("imdb"),
+    ("pytorch", "channels-last", "mode 'channels-last' is the memory format of 4-D image batches (NCHW as NHWC) for "
+                                 "convolutions: an LSTM's inputs are token sequences, with no channels"))
+RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="reviews",
+                   modes_not_applicable=NOT_APPLICABLE_MODES),)
 FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")

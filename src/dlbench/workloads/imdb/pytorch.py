@@ -9,7 +9,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from dlbench.errors import NotApplicable
 from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.imdb.task import Imdb
 
@@ -53,13 +52,6 @@ class RunOrder(Sampler):
 
 class PyTorchImdb(adapter.WorkloadMethods, Imdb):
     input_dtype = "int64"
-
-    @classmethod
-    def check(cls, spec, device_kind):
-        super().check(spec, device_kind)
-        if spec.mode == adapter.CHANNELS_LAST:
-            raise NotApplicable(f"mode {spec.mode!r} is the memory format of 4-D image batches (NCHW as NHWC) "
-                                f"for convolutions: an LSTM's inputs are token sequences, with no channels")
 
     def build_model(self):
         torch.manual_seed(self.spec.seed)

@@ -5,6 +5,7 @@ import itertools
 from dataclasses import dataclass
 
 from dlbench import flops
+from dlbench.frameworks import without_recomputing
 from dlbench.spec_types import Adam, Convergence, Run
 from dlbench.sweep import RunSet, check_batch, check_modes, check_strategies, device_strategies, run_fields
 
@@ -115,7 +116,8 @@ def draw_weights(draw, model):
                 draw.linear(str(index), n_in, n_out)
 
 
-RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="images"),)
+RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="images",
+                   modes_not_applicable=without_recomputing("mnist")),)
 FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes")
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
