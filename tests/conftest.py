@@ -127,11 +127,11 @@ def own_python(*args, **kwargs):
 
 
 def snakemake(*args, cwd=REPO, check=True):
-    """Run the snakemake CLI of this interpreter; return the completed process. A quick test's
-    (whose dry runs take seconds) is forked from the warm interpreter; a slow test's, whose jobs
-    train for minutes, is started as a process of its own."""
+    """Run the snakemake CLI of this interpreter; return the completed process. A dry run (-n), and
+    whatever a quick test runs, takes seconds: it is forked from the warm interpreter; a slow test's
+    invocation, whose jobs train for minutes, is started as a process of its own."""
     cmd = [sys.executable, "-m", "snakemake", *args]
-    if os.environ.get(NO_TRAINING):
+    if os.environ.get(NO_TRAINING) or "-n" in args:
         proc = warm_python.run(cmd, preload=SNAKEMAKE_LIBRARIES, cwd=cwd, capture_output=True, text=True)
     else:
         proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)

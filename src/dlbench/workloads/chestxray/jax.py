@@ -31,7 +31,7 @@ from flax import nnx
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
-from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
+from dlbench.frameworks.jax.step import abstract, make_adam, WorkloadMethods, place_batch, Training
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
 from dlbench.contract import one_ahead
@@ -187,9 +187,11 @@ def sigmoid_cross_entropy(logits, labels):
 
 class JaxChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
-        self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
-        if self.spec.weights:
+        if self.spec.weights:  # the classifier keeps its initialisation
+            self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
             load_imagenet_weights(self.model, self.spec.weights)
+        else:  # the shared initial weights set every variable
+            self.model = abstract(lambda: build_model(self.spec.model, nnx.Rngs(self.spec.seed)))
 
     def build_training(self):
         adam = make_adam(self.spec, self.learning_rate)

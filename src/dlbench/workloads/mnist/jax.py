@@ -13,7 +13,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
+from dlbench.frameworks.jax.step import abstract, make_adam, WorkloadMethods, place_batch, Training
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -49,7 +49,7 @@ def cross_entropy(logits, labels):
 
 class JaxMnist(WorkloadMethods, Mnist):
     def build_model(self):
-        self.model = build_model(self.spec.model.name, nnx.Rngs(self.spec.seed))
+        self.model = abstract(lambda: build_model(self.spec.model.name, nnx.Rngs(self.spec.seed)))
 
     def build_training(self):
         adam = make_adam(self.spec, self.spec.optimizer.lr)
