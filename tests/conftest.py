@@ -71,17 +71,34 @@ def outcome_of(outcomes, key):
 TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass"}
 
 
+# The slow groups that took longest (worker seconds, `--durations`), handed out first: pytest-xdist
+# gives a free worker the next group in the order of the items (pytest.ini: --no-loadscope-reorder;
+# its default orders groups by their number of tests, which left the SLURM test's 5 and the memory
+# pass's 6 for last, one beside the other: 412 and 360 s at the end of a 27-minute suite).
+LONGEST_FIRST = ("smoke-run", "test_memory", "test_slurm", "test_faults", "test_parity", "test_modes", "test_inputs")
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """pytest-xdist (pytest.ini: --dist loadgroup) sends each group to one worker: a module's slow
     tests are a group, so that its module-scoped runs are made once, and the slow tests of the
     modules that read the session's smoke run are one group, so that it runs once. Quick tests
-    share nothing costly: each goes to whichever worker is free."""
+    share nothing costly: each goes to whichever worker is free, after the slow groups (the
+    longest first, LONGEST_FIRST), so that the last to finish are short."""
     smoke_modules = {item.module.__name__ for item in items if "smoke_run" in item.fixturenames}
+    groups = {}
     for item in items:
         if item.get_closest_marker("slow") is not None:
             module = item.module.__name__
-            item.add_marker(pytest.mark.xdist_group("smoke-run" if module in smoke_modules else module))
+            groups[item] = "smoke-run" if module in smoke_modules else module
+            item.add_marker(pytest.mark.xdist_group(groups[item]))
+
+    def turn(item):
+        group = groups.get(item)
+        if group is None:
+            return len(LONGEST_FIRST) + 1
+        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
+    items.sort(key=turn)  # stable: each group's tests keep their order
 
 
 @pytest.fixture(autouse=True)

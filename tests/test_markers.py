@@ -3,7 +3,7 @@ Every test not marked slow runs with the harness refusing to start (conftest.qui
 import subprocess
 import sys
 
-from conftest import TRAINING_FIXTURES
+from conftest import LONGEST_FIRST, TRAINING_FIXTURES
 
 
 def test_a_quick_test_starts_no_harness(tmp_path):
@@ -36,3 +36,21 @@ def test_what_a_session_shares_runs_once_on_one_worker(request):
     for item in request.session.items:
         if item.get_closest_marker("slow") is not None and item.module.__name__ not in smoke_modules:
             assert groups[item.nodeid] == {item.module.__name__}, item.nodeid
+
+
+def test_the_longest_groups_are_handed_out_first_and_the_quick_tests_last(request):
+    """The order pytest-xdist hands out groups in (pytest.ini: --no-loadscope-reorder): the groups
+    of conftest.LONGEST_FIRST in that order, then the other slow groups, then the quick tests; each
+    group's tests one after another."""
+    def group(item):
+        return next((mark.args[0] for mark in item.iter_markers("xdist_group")), None)
+
+    order = [group(item) for item in request.session.items]
+    slow = [name for name in order if name is not None]
+    assert order[:len(slow)] == slow, "a quick test comes before a slow one"
+    firsts = list(dict.fromkeys(slow))
+    assert len(firsts) == len([name for i, name in enumerate(slow) if i == 0 or slow[i - 1] != name]), \
+        "a group's tests are apart"
+    listed = [name for name in LONGEST_FIRST if name in firsts]
+    assert firsts[:len(listed)] == listed
+    assert "--no-loadscope-reorder" in request.config.getini("addopts")
