@@ -32,8 +32,8 @@ def smoke_config():
 
 # One thread, as the smoke preset's runs: the tests start their runs side by side, and beside the other
 # test worker's, on two cores; an OpenMP pool of two threads there spins through every barrier while its
-# other thread waits for a core (two PyTorch DenseNet-21 runs side by side took 2.4 to 3.1 times the CPU
-# time at 2 threads each as at 1, three pairs of each).
+# other thread waits for a core (two PyTorch DenseNet-21 runs side by side: 10.3 to 15.2 s and 17 to 30
+# CPU-s at 2 threads each, 4.2 to 4.8 s and 8 to 9 CPU-s at 1; three pairs of each).
 def smoke_spec(name, framework, threads=1, **row):
     """The smoke preset's spec of run set `name` at its default row, with `row`'s changes."""
     return run_set(name).build(smoke_config(), {**DEFAULT_ROWS[name], "framework": framework, **row}, threads)
