@@ -93,12 +93,10 @@ def pytest_collection_modifyitems(config, items):
             groups[item] = "smoke-run" if module in smoke_modules else module
             item.add_marker(pytest.mark.xdist_group(groups[item]))
 
-    def turn(item):
-        group = groups.get(item)
-        if group is None:
-            return len(LONGEST_FIRST) + 1
-        return LONGEST_FIRST.index(group) if group in LONGEST_FIRST else len(LONGEST_FIRST)
-    items.sort(key=turn)  # stable: each group's tests keep their order
+    turns = {group: turn for turn, group in enumerate(LONGEST_FIRST)}
+    quick = len(LONGEST_FIRST) + 1
+    # stable: each group's tests keep their order
+    items.sort(key=lambda item: turns.get(groups[item], len(LONGEST_FIRST)) if item in groups else quick)
 
 
 @pytest.fixture(autouse=True)

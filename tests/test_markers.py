@@ -1,5 +1,6 @@
 """What the quick selection (`pytest -m "not slow"`) runs: no training, no framework environment.
 Every test not marked slow runs with the harness refusing to start (conftest.quick_tests_train_nothing)."""
+import itertools
 import subprocess
 import sys
 
@@ -48,9 +49,8 @@ def test_the_longest_groups_are_handed_out_first_and_the_quick_tests_last(reques
     order = [group(item) for item in request.session.items]
     slow = [name for name in order if name is not None]
     assert order[:len(slow)] == slow, "a quick test comes before a slow one"
-    firsts = list(dict.fromkeys(slow))
-    assert len(firsts) == len([name for i, name in enumerate(slow) if i == 0 or slow[i - 1] != name]), \
-        "a group's tests are apart"
+    firsts = [name for name, _ in itertools.groupby(slow)]
+    assert len(firsts) == len(set(firsts)), "a group's tests are apart"
     listed = [name for name in LONGEST_FIRST if name in firsts]
     assert firsts[:len(listed)] == listed
     assert "--no-loadscope-reorder" in request.config.getini("addopts")

@@ -187,11 +187,14 @@ def sigmoid_cross_entropy(logits, labels):
 
 class JaxChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
-        if self.spec.weights:  # the classifier keeps its initialisation
-            self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
+        def build():
+            return build_model(self.spec.model, nnx.Rngs(self.spec.seed))
+
+        if self.spec.weights:  # ImageNet's, but for the classifier, which keeps its initialisation
+            self.model = build()
             load_imagenet_weights(self.model, self.spec.weights)
         else:  # the shared initial weights set every variable
-            self.model = abstract(lambda: build_model(self.spec.model, nnx.Rngs(self.spec.seed)))
+            self.model = abstract(build)
 
     def build_training(self):
         adam = make_adam(self.spec, self.learning_rate)
