@@ -61,15 +61,21 @@ TWO_BIAS_LSTM = {"pytorch", "mxnet", "chainer"}
 LSTM_HIDDEN = 128
 
 
-def run_tasks(tasks, cwd, folder):
-    """The result of each task (python -m dlbench.parity's, by the caller's key), with its "out".
-    The tasks of one framework, thread count and device count run in one interpreter: what a
-    framework fixes when it starts; interpreters side by side. A task that failed, or never
-    reported, has an "error"."""
+def interpreter_groups(tasks):
+    """{(framework, threads, devices): the keys of its tasks}: what a framework fixes when it starts,
+    so the tasks of one interpreter."""
     groups = {}
     for key, task in tasks.items():
         spec = task["spec"]
         groups.setdefault((spec["framework"], spec["threads"], spec["devices"]), []).append(key)
+    return groups
+
+
+def run_tasks(tasks, cwd, folder):
+    """The result of each task (python -m dlbench.parity's, by the caller's key), with its "out".
+    Each of interpreter_groups' groups runs in one interpreter; interpreters side by side. A task
+    that failed, or never reported, has an "error"."""
+    groups = interpreter_groups(tasks)
 
     def run_group(framework, threads, devices, keys):
         tasks_file = folder / f"{framework}-{threads}-threads-{devices}-devices.json"
@@ -235,16 +241,30 @@ def training_tasks(folder):
             for (name, framework), (spec, steps) in runs.items()}
 
 
+def parity_tasks(folders):
+    """forward_tasks' and training_tasks', their keys led by "forward" or "training"."""
+    return {(kind, *key): task for kind, make in (("forward", forward_tasks), ("training", training_tasks))
+            for key, task in make(folders[kind]).items()}
+
+
 @pytest.fixture(scope="module")
 def parity_runs(smoke_data, tmp_path_factory):
     """{"forward": forward_tasks' results, "training": training_tasks'}: one run_tasks for both, so
     that a framework's forward and training cases share its interpreter; in the smoke preset's
     workflow copy (the training cases read its prepared data)."""
     folders = {kind: tmp_path_factory.mktemp(kind) for kind in ("forward", "training")}
-    tasks = {(kind, *key): task for kind, make in (("forward", forward_tasks), ("training", training_tasks))
-             for key, task in make(folders[kind]).items()}
-    results = run_tasks(tasks, smoke_data, folders["forward"])
+    results = run_tasks(parity_tasks(folders), smoke_data, folders["forward"])
     return {kind: {key[1:]: result for key, result in results.items() if key[0] == kind} for kind in folders}
+
+
+def test_each_framework_s_interpreter_starts_at_most_twice(tmp_path):
+    """Its forward and training cases in one interpreter, its 2-device case in another (README)."""
+    folders = {kind: tmp_path / kind for kind in ("forward", "training")}
+    for folder in folders.values():
+        folder.mkdir()
+    starts = [framework for framework, _, _ in interpreter_groups(parity_tasks(folders))]
+    assert {framework: starts.count(framework) for framework in FRAMEWORKS} == {
+        framework: 2 if framework in DATA_PARALLEL else 1 for framework in FRAMEWORKS}
 
 
 @pytest.fixture(scope="module")
