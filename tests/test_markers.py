@@ -4,7 +4,9 @@ import itertools
 import subprocess
 import sys
 
+import conftest
 from conftest import LONGEST_FIRST, TRAINING_FIXTURES
+from dlbench.harness import NO_TRAINING
 
 
 def test_a_quick_test_starts_no_harness(tmp_path):
@@ -54,3 +56,17 @@ def test_the_longest_groups_are_handed_out_first_and_the_quick_tests_last(reques
     listed = [name for name in LONGEST_FIRST if name in firsts]
     assert firsts[:len(listed)] == listed
     assert "--no-loadscope-reorder" in request.config.getini("addopts")
+
+
+def test_every_dry_run_forks_from_the_warm_interpreter_and_a_slow_test_s_invocation_starts_its_own(monkeypatch):
+    """conftest.snakemake: -n, in a slow test too, through warm_python; a slow test's run, subprocess."""
+    monkeypatch.delenv(NO_TRAINING)  # as in a slow test
+    calls = []
+
+    def record(kind):
+        return lambda cmd, **kwargs: calls.append((kind, cmd[3:])) or subprocess.CompletedProcess(cmd, 0, "", "")
+    monkeypatch.setattr(conftest.warm_python, "run", record("warm"))
+    monkeypatch.setattr(conftest.subprocess, "run", record("started"))
+    conftest.snakemake("-n", "target")
+    conftest.snakemake("--cores", "2", "target")
+    assert calls == [("warm", ["-n", "target"]), ("started", ["--cores", "2", "target"])]
