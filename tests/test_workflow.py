@@ -27,11 +27,12 @@ SMOKE = ("--configfile", "presets/smoke.yaml")
 FINDINGS_JOBS = {"findings": 1, "code_lines": 1, "findings_time": 1}
 # Records of the smoke preset per workload and framework: MNIST small (one device + each
 # strategy at 2 devices + each strategy that spans nodes on 2 nodes); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
-# real/synthetic on one device; the framework loaders at 2 worker counts.
+# on real input on one device (its synthetic input: tests/test_parity.py, tests/test_inputs.py); the framework loaders
+# at 2 worker counts.
 SMOKE_RECORDS = {
     "mnist": {name: 1 + len(framework.strategies) + len(framework.multi_node) for name, framework in KNOWN.items()},
     "imdb": {**dict.fromkeys(FRAMEWORKS, 4), "mxnet": 4 * 2},   # MXNet in two modes
-    "chestxray": dict.fromkeys(FRAMEWORKS, 2),
+    "chestxray": dict.fromkeys(FRAMEWORKS, 1),
     "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),
 }
 # The ChestX-ray runs of no framework: 3 image libraries x 2 formats, preprocessing timed, and
@@ -143,15 +144,7 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, ru
         assert run["initial_weights"] == {"source": "shared", "sha256": start}
         assert [s["metric"] for s in run["segments"]] and all(s["eval_s"] > 0 for s in run["segments"])
         losses = [block["loss"] for block in blocks]
-        if run_set == "chestxray" and run["spec"]["input"] == "synthetic":
-            # Random images and labels: nothing to learn in 5 steps of 2 (DenseNet-21's loss rises,
-            # 0.673 to 0.719 in every framework), so the claim is PyTorch's losses, from the same
-            # start on the same batches (tests/test_parity.py: 1.6e-4 apart by step 6)
-            (reference,) = [r for r in records(smoke_run, run_set, "pytorch") if r["spec"]["input"] == "synthetic"]
-            expected = [block["loss"] for block in reference["segments"] + reference["units"]]
-            assert losses == pytest.approx(expected, rel=1e-3), (run["run_id"], losses, expected)
-        else:
-            assert losses[-1] < losses[0], (run["run_id"], losses)
+        assert losses[-1] < losses[0], (run["run_id"], losses)
         if run_set == "mnist":
             assert run["parameters"] == PARAMETERS["mnist", run["point"]["model"]]
         elif run_set == "imdb":

@@ -55,7 +55,7 @@ def loader_verdict(training_points, rates):
     synthetic-data training images/s of one device (of the same framework; of the fastest
     framework for the image libraries)."""
     fed = trainer_rates(training_points)
-    fastest = fed.max() if len(fed) else None
+    fastest = fed.max() if len(fed) else float("nan")  # no synthetic-data training: no trainer to compare with
     verdict = pd.DataFrame({
         "loader": rates["loader"], "format": rates["format"], "workers": rates["workers"],
         "images_per_s": rates["mean"], "ci_low": rates["ci_low"], "ci_high": rates["ci_high"],
@@ -63,7 +63,9 @@ def loader_verdict(training_points, rates):
         "trainer_images_per_s": [fed.get(fw, fastest) if name.endswith(" loader") else fastest
                                  for fw, name in zip(rates["framework"], rates["loader"])],
     })
-    verdict["keeps_trainer_fed"] = verdict["ci_low"] >= verdict["trainer_images_per_s"]
+    # empty (not False) where there is no trainer's rate: not measured
+    verdict["keeps_trainer_fed"] = (verdict["ci_low"] >= verdict["trainer_images_per_s"]).where(
+        verdict["trainer_images_per_s"].notna())
     return verdict
 
 
