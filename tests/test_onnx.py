@@ -1,7 +1,8 @@
-"""The ONNX study: each PyTorch model a workload declares (EXPORTS) exported and run in every
-runtime, its outputs checked against PyTorch's; a model whose weights changed fails the check; an
-operator MXNet's importer cannot translate is named in the record; a new workload that declares a
-model is exported without an edit to the study."""
+"""The ONNX study: a model whose weights changed fails the check against PyTorch's outputs; the
+models are those the configured workloads declare (EXPORTS), and a new workload that declares a
+model is exported without an edit to the study. Each model exported and run in every runtime, its
+outputs checked, and an operator MXNet's importer cannot translate named in the record: the
+session's smoke run (tests/test_workflow.py)."""
 import dataclasses
 import json
 import os
@@ -57,16 +58,13 @@ def run(model, runtime, files, workdir, tmp_path, **data):
     return json.loads(out.read_text())
 
 
+# Each exported model in every runtime, its outputs within the tolerance of PyTorch's, and MXNet's importer
+# refusing the LSTM's ConstantOfShape by name: the session's smoke run (tests/test_workflow.py,
+# test_the_exported_models_run_in_every_runtime_and_agree_with_pytorch). Here, the check that fails.
 @pytest.mark.slow
-def test_the_exported_model_agrees_in_every_runtime_and_a_perturbed_one_fails(smoke_data, tmp_path):
+def test_a_perturbed_export_runs_and_fails_the_check_against_pytorch(smoke_data, tmp_path):
     files = export("mnist-small", smoke_data, tmp_path)
     assert np.load(files["inputs"]).shape == (SAMPLES, 1, 28, 28)
-    for runtime in RUNTIMES:
-        record = run("mnist-small", runtime, files, smoke_data, tmp_path)
-        assert record["status"] == "ok", record["error"]
-        assert record["final"]["max_abs_difference"] <= 1e-4 and record["final"]["class_agreement"] == 1.0, runtime
-        assert record["summary"]["samples_per_s"] > 0
-        assert record["environment"]["library_version"], runtime
     # One weight of the first convolution moved: the graph runs, its outputs are not PyTorch's.
     perturbed = tmp_path / "perturbed.onnx"
     subprocess.run([venv_python("pytorch"), "-c", textwrap.dedent(f"""
@@ -82,15 +80,6 @@ def test_the_exported_model_agrees_in_every_runtime_and_a_perturbed_one_fails(sm
     record = run("mnist-small", "onnxruntime", files, smoke_data, tmp_path, onnx=str(perturbed))
     assert record["status"] == "failed"
     assert "differ from PyTorch's" in record["error"] and "mnist-small in onnxruntime" in record["error"]
-
-
-@pytest.mark.slow
-def test_an_operator_mxnets_importer_cannot_translate_is_named_in_the_record(smoke_data, tmp_path):
-    files = export("imdb-lstm", smoke_data, tmp_path)
-    record = run("imdb-lstm", "mxnet", files, smoke_data, tmp_path)
-    assert record["status"] == "not_applicable"
-    assert "ONNX importer" in record["error"] and "operator ConstantOfShape" in record["error"]
-    assert run("imdb-lstm", "onnxruntime", files, smoke_data, tmp_path)["status"] == "ok"
 
 
 def test_the_models_are_those_the_configured_workloads_declare(tmp_path):

@@ -212,6 +212,7 @@ def test_the_exported_models_run_in_every_runtime_and_agree_with_pytorch(smoke_r
         assert run["final"]["max_abs_difference"] <= run["spec"]["tolerance"]
         assert run["final"]["class_agreement"] >= run["spec"]["min_agreement"]
         assert run["framework"] is None and run["environment"]["library_version"]
+        assert run["summary"]["samples_per_s"] > 0
     table = pd.read_csv(smoke_run / "results" / "tables" / "onnx-runtimes.csv")
     assert len(table) == 9 and set(table["runtime"]) == {"pytorch", "onnxruntime", "mxnet"}
     assert table.loc[table["runtime"] == "pytorch", "ratio_to_pytorch"].eq(1).all()
