@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import resident
 import warm_python
 
 from dlbench.envs import env_file, venv_interpreter
@@ -97,6 +98,41 @@ def pytest_collection_modifyitems(config, items):
     quick = len(LONGEST_FIRST) + 1
     # stable: each group's tests keep their order
     items.sort(key=lambda item: turns.get(groups[item], len(LONGEST_FIRST)) if item in groups else quick)
+
+
+# The environments' shared libraries kept in memory while slow tests run (tests/resident.py): in each
+# process that runs tests (each pytest-xdist worker), once its selection holds a slow test.
+KEPT = {}
+
+
+def pytest_collection_finish(session):
+    if any(item.get_closest_marker("slow") is not None for item in session.items):
+        KEPT["resident"] = resident.keep_in_memory([Path(sys.prefix) / "lib"], VENV_PREFIX)
+
+
+def kept_in_memory():
+    """What this process kept in memory, in words; None where it kept nothing (no slow test)."""
+    if "resident" not in KEPT:
+        return None
+    kept = KEPT["resident"]
+    return (f"{kept.locked_bytes / 2 ** 30:.1f} GiB of the environments' shared libraries kept in memory"
+            + (f" (then stopped: {kept.stopped})" if kept.stopped else ""))
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: to the controller's summary
+        session.config.workeroutput["kept_in_memory"] = kept_in_memory()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    kept = getattr(node, "workeroutput", {}).get("kept_in_memory")
+    KEPT.setdefault("workers", []).append(kept and f"{node.gateway.id}: {kept}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in filter(None, KEPT.get("workers", [kept_in_memory()])):
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)

@@ -128,7 +128,8 @@ PASS_CONFIG = {
                   # the image benchmarks read by no memory figure or claim: the fewest the config allows
                   "preprocess": {"libraries": ["pillow-simd"], "formats": ["jpeg"]}, "decode": {"workers": [0]},
                   "loader": {"workers": []}},
-    "memory": {"batches": {"mnist": [16, 64], "chestxray": [1, 4]}, "repeats": 1,
+    # two batches of MNIST (a larger batch needs more); DenseNet's modes at one (what they save there)
+    "memory": {"batches": {"mnist": [16, 64], "chestxray": [4]}, "repeats": 1,
                # PyTorch's two modes searched (as the default's): 31 trials of 5 searches took 7.5 of the pass's
                # 15 min in CI; every framework's search is the same script
                "largest_batch": {"frameworks": ["pytorch"], "blocks": [2, 2, 2, 2], "limit_mb": 1000, "max_batch": 24,
@@ -152,12 +153,12 @@ def memory_pass(tmp_path_factory):
 @pytest.mark.slow
 def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
     records = load_records(sorted((memory_pass / "results/runs").glob("*-memory/*/*.json")))  # schema-checked
-    assert len(records) == 4 * 2 + 5 * 2  # MNIST: 4 framework-modes x 2 batches; DenseNet: 5 modes x 2 batches
+    assert len(records) == 4 * 2 + 5 * 1  # MNIST: 4 framework-modes x 2 batches; DenseNet: 5 modes x 1 batch
     assert all(r["status"] == "ok" for r in records), [r["error"] for r in records if r["status"] != "ok"]
     peaks = pd.read_csv(memory_pass / "results/tables/memory-peaks.csv")
     assert len(peaks) == len(records) and peaks["peak_rss_mib"].gt(0).all()
-    for _, point in peaks.groupby(["workload", "framework", "mode"]):  # a larger batch needs more
-        assert point.sort_values("batch")["peak_rss_mib"].is_monotonic_increasing
+    for _, point in peaks[peaks["workload"] == "mnist"].groupby(["framework", "mode"]):  # a larger batch needs more
+        assert len(point) == 2 and point.sort_values("batch")["peak_rss_mib"].is_monotonic_increasing
     saving = pd.read_csv(memory_pass / "results/tables/memory-saving.csv")
     assert sorted(saving["mode"].unique()) == ["checkpoint", "recompute"]
     assert saving["samples_per_s"].gt(0).all()  # from the timed runs of the same modes
