@@ -100,13 +100,15 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: turns.get(groups[item], len(LONGEST_FIRST)) if item in groups else quick)
 
 
-# The environments' shared libraries kept in memory while slow tests run (tests/resident.py): in each
-# process that runs tests (each pytest-xdist worker), once its selection holds a slow test.
+# The environments' shared libraries kept in memory while slow tests run (tests/resident.py), once the
+# selection holds a slow test: by one process (the page cache is the machine's), the first pytest-xdist
+# worker or the only process.
 KEPT = {}
 
 
 def pytest_collection_finish(session):
-    if any(item.get_closest_marker("slow") is not None for item in session.items):
+    first = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+    if first and any(item.get_closest_marker("slow") is not None for item in session.items):
         KEPT["resident"] = resident.keep_in_memory([Path(sys.prefix) / "lib"], VENV_PREFIX)
 
 
