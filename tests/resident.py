@@ -38,12 +38,14 @@ def available_bytes():
 
 class Resident:
     """Shared libraries mapped and locked in this process, up to `budget` bytes; `stopped` says
-    why locking stopped, if it did (a refusal or the budget), after which nothing more is locked."""
+    why locking stopped, if it did (a refusal or the budget), after which nothing more is locked.
+    `libc`: the C library whose mmap and mlock it calls."""
 
-    def __init__(self, budget):
-        self.budget = budget
+    def __init__(self, budget, libc=_libc):
+        self.budget, self.libc = budget, libc
         self.locked = {}  # (device, inode): bytes; a library hard-linked into several venvs counts once
         self.stopped = None
+        self.done = threading.Event()  # set: keep_in_memory's thread looks for no more environments
 
     @property
     def locked_bytes(self):
@@ -60,15 +62,15 @@ class Resident:
             return False
         fd = os.open(path, os.O_RDONLY)
         try:
-            address = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            address = self.libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
         finally:
             os.close(fd)  # the mapping keeps the file
         if address in (None, MAP_FAILED):
             self.stopped = f"mmap of {path} failed: {os.strerror(ctypes.get_errno())}"
             return False
-        if _libc.mlock(address, size) != 0:
+        if self.libc.mlock(address, size) != 0:
             self.stopped = f"mlock refused: {os.strerror(ctypes.get_errno())}"
-            _libc.munmap(address, size)
+            self.libc.munmap(address, size)
             return False
         self.locked[key] = size
         return True
@@ -86,7 +88,7 @@ class Resident:
 def keep_in_memory(folders, venv_prefix, budget=None, rescan_s=30):
     """A Resident whose daemon thread locks the shared libraries under `folders`, then those of each
     environment under venv_prefix as soon as it is complete, looking again every `rescan_s` seconds
-    (on a fresh machine the smoke run builds them)."""
+    (on a fresh machine the smoke run builds them), until its `done` is set."""
     resident = Resident(available_bytes() // 3 if budget is None else budget)
 
     def keep():
@@ -100,7 +102,8 @@ def keep_in_memory(folders, venv_prefix, budget=None, rescan_s=30):
                     complete.add(venv)
                     if not resident.lock_libraries(venv):
                         return
-            threading.Event().wait(rescan_s)
+            if resident.done.wait(rescan_s):
+                return
 
     threading.Thread(target=keep, name="resident-libraries", daemon=True).start()
     return resident

@@ -46,7 +46,7 @@ def test_locking_stops_at_the_budget_and_says_why(tmp_path):
     assert kept.locked_bytes == MIB and "is locked" in kept.stopped
 
 
-def test_a_refused_lock_keeps_nothing_and_says_why(tmp_path, monkeypatch):
+def test_a_refused_lock_keeps_nothing_and_says_why(tmp_path):
     path = library(tmp_path / "liba.so", 1)
 
     class Refusing:  # the C library of a process without CAP_IPC_LOCK, past RLIMIT_MEMLOCK
@@ -56,8 +56,7 @@ def test_a_refused_lock_keeps_nothing_and_says_why(tmp_path, monkeypatch):
         def mlock(address, size):
             return -1
 
-    monkeypatch.setattr(resident, "_libc", Refusing)
-    kept = resident.Resident(budget=10 * MIB)
+    kept = resident.Resident(budget=10 * MIB, libc=Refusing)
     assert not kept.lock_libraries(tmp_path)
     assert kept.locked_bytes == 0 and kept.stopped.startswith("mlock refused")
     assert locked_kib(path) == 0
@@ -69,10 +68,13 @@ def test_an_environment_is_locked_once_its_python_is_written(tmp_path):
     prefix = tmp_path / "venvs"
     lib = library(prefix / "pytorch-0123" / "lib" / "libtorch.so", 1)
     kept = resident.keep_in_memory([], prefix, budget=10 * MIB, rescan_s=0.05)
-    time.sleep(0.5)
-    assert kept.locked_bytes == 0
-    (prefix / "pytorch-0123" / "python").write_text("#!/bin/sh\n")
-    deadline = time.monotonic() + 10
-    while kept.locked_bytes == 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert kept.locked_bytes == MIB and locked_kib(lib) == 1024
+    try:
+        time.sleep(0.5)
+        assert kept.locked_bytes == 0
+        (prefix / "pytorch-0123" / "python").write_text("#!/bin/sh\n")
+        deadline = time.monotonic() + 10
+        while kept.locked_bytes == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kept.locked_bytes == MIB and locked_kib(lib) == 1024
+    finally:
+        kept.done.set()
