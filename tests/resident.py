@@ -9,6 +9,9 @@ libraries (2.9 GiB for the twelve, and the driver's 0.2 GiB) are mapped and lock
 environment is complete (its `python` wrapper, written last), within a third of the memory
 available, until the process ends. Where the lock is refused (no CAP_IPC_LOCK beyond
 RLIMIT_MEMLOCK), nothing is kept and the tests run as before; the terminal summary says which.
+A run's memory (PSS, dlbench.monitor) in the tests counts less of its libraries' pages, which it
+shares with the locking process: the tests assert relations (a larger batch needs more, a search's
+answer fits next to a batch that does not) and a 64 MiB limit far below any run, no figure this moves.
 """
 import ctypes
 import ctypes.util
