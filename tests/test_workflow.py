@@ -552,7 +552,8 @@ def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_
 def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, tmp_path):
     """Every framework's repeat 1 runs before any repeat 2, and the frameworks' order turns."""
     extra = tmp_path / "repeats.yaml"
-    frameworks = FRAMEWORKS[:3]  # three are enough to see the order turn
+    # three are enough to see the order turn: three of the quickest to start (TensorFlow's import alone takes 3 s)
+    frameworks = [framework for framework in FRAMEWORKS if framework in ("pytorch", "mxnet", "chainer")]
     extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2, runs_at_once: 1}}\n"
                      "mnist: {models: [small], batches: [32], devices: [1]}\n")
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~none_"
