@@ -78,3 +78,37 @@ def test_an_environment_is_locked_once_its_python_is_written(tmp_path):
         assert kept.locked_bytes == MIB and locked_kib(lib) == 1024
     finally:
         kept.done.set()
+
+
+def test_the_first_worker_keeps_them_once_the_selection_holds_a_slow_test(monkeypatch):
+    """tests/conftest.py: one process (the first pytest-xdist worker, or the only one) locks the
+    libraries, and only for a selection with a slow test (`pytest -m "not slow"` starts no framework)."""
+    import conftest
+
+    started = []
+    monkeypatch.setattr(resident, "keep_in_memory", lambda folders, prefix: started.append(prefix) or
+                        resident.Resident(budget=0))
+
+    class Item:
+        def __init__(self, slow):
+            self.slow = slow
+
+        def get_closest_marker(self, name):
+            return object() if name == "slow" and self.slow else None
+
+    class Session:
+        def __init__(self, *slow):
+            self.items = [Item(s) for s in slow]
+
+    for worker, selection, expected in [("gw0", (False, True), [conftest.VENV_PREFIX]), ("gw0", (False, False), []),
+                                        ("gw1", (True,), []), (None, (True,), [conftest.VENV_PREFIX])]:
+        monkeypatch.setattr(conftest, "KEPT", {})
+        started.clear()
+        if worker is None:
+            monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+        else:
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+        conftest.pytest_collection_finish(Session(*selection))
+        assert started == expected, (worker, selection)
+        assert (conftest.kept_in_memory() is None) == (not expected)
+    assert conftest.kept_in_memory() == "0.0 GiB of the environments' shared libraries kept in memory"
