@@ -102,8 +102,10 @@ def pytest_collection_modifyitems(config, items):
 
 # The environments' shared libraries kept in memory while slow tests run (tests/resident.py), once the
 # selection holds a slow test: by one process (the page cache is the machine's), the first pytest-xdist
-# worker or the only process.
+# worker or the only process. KEPT: this process's tests/resident.Resident; WORKERS_KEPT: what each
+# worker said it kept (the pytest-xdist controller's).
 KEPT = {}
+WORKERS_KEPT = []
 
 
 def pytest_collection_finish(session):
@@ -129,11 +131,11 @@ def pytest_sessionfinish(session):
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     kept = getattr(node, "workeroutput", {}).get("kept_in_memory")
-    KEPT.setdefault("workers", []).append(kept and f"{node.gateway.id}: {kept}")
+    WORKERS_KEPT.append(kept and f"{node.gateway.id}: {kept}")
 
 
 def pytest_terminal_summary(terminalreporter):
-    for line in filter(None, KEPT.get("workers", [kept_in_memory()])):
+    for line in filter(None, WORKERS_KEPT or [kept_in_memory()]):
         terminalreporter.write_line(line)
 
 

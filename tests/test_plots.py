@@ -3,7 +3,7 @@ and a flagged point's mark is explained in the legend, only the marks that appea
 import json
 import textwrap
 
-from conftest import REPO, report_python
+from conftest import report_python
 
 # Runs in the report env (seaborn): draws an interval plot and reports what it drew.
 DRAW = textwrap.dedent("""
@@ -103,11 +103,9 @@ def test_accuracy_and_loss_curves_read_the_repeats_that_carry_segments(tmp_path)
 # Runs in the report env: ChestX-ray's loader verdict of one framework loader's point beside the
 # training points given (JSON), as its table reads in CSV.
 VERDICT = textwrap.dedent("""
-    import importlib.util, io, json, sys
+    import io, json, sys
     import pandas as pd
-    spec = importlib.util.spec_from_file_location("plot", "src/dlbench/workloads/chestxray/scripts/plot.py")
-    plot = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plot)
+    from dlbench.workloads.chestxray.scripts import plot
     rates = pd.DataFrame([{"framework": "pytorch", "loader": "pytorch loader", "format": "jpeg", "workers": 1,
                            "mean": 50.0, "ci_low": 40.0, "ci_high": 60.0}])
     table = io.StringIO()
@@ -123,8 +121,7 @@ def test_a_loader_verdict_without_synthetic_training_is_not_measured():
     """The verdict compares a loader with the synthetic-data trainer; a run of real input only (as the
     smoke preset's) has none, so the table leaves the verdict empty instead of failing or saying no."""
     def verdict(training):
-        out = report_python("-c", VERDICT, json.dumps(training), cwd=REPO, capture_output=True, text=True,
-                            check=True).stdout
+        out = report_python("-c", VERDICT, json.dumps(training), capture_output=True, text=True, check=True).stdout
         return json.loads(out)
     fed = verdict([{"framework": "pytorch", "input": "synthetic", "devices": 1, "mean": 30.0}])
     assert fed["trainer_images_per_s"] == 30.0 and fed["keeps_trainer_fed"] is True
