@@ -22,11 +22,47 @@ def test_a_run_shorter_than_one_interval_has_its_peak_sampled():
     proc.wait()
     samples = sampler.stop()
     assert samples["t_s"], "no sample taken"
-    assert max(samples["pss_bytes"]) > 250 * MIB
+    assert max(filter(None, samples["pss_bytes"])) > 250 * MIB
     assert samples["t_s"] == sorted(samples["t_s"]) and samples["t_s"][-1] < 5
     assert len(samples["t_s"]) == len(samples["pss_bytes"]) == len(samples["cpu_percent"])
     assert all(0 <= percent <= 100 for percent in samples["cpu_percent"])  # the machine's, all cores
     assert samples["interval_s"] == 0.5 and samples["cpu_count"] == psutil.cpu_count()
+
+
+# 200 MiB written (so resident) in one step, then held: the tree's RSS sets no new high after it
+HOLD = "import time; b = b'x' * (200 * 2**20); print(flush=True); time.sleep({})"
+
+
+def test_the_pss_is_read_where_the_rss_sets_a_new_high_and_every_refresh(monkeypatch):
+    """Reading a process's PSS walks its pages (milliseconds of the kernel's time beside the run);
+    its RSS is free. While the RSS holds, the PSS is read only every PSS_REFRESH_S."""
+    readings = {}
+    for refresh_s in (60.0, 0.3):
+        monkeypatch.setattr(monitor, "PSS_REFRESH_S", refresh_s)
+        proc = subprocess.Popen([sys.executable, "-c", HOLD.format(1.5)], stdout=subprocess.PIPE)
+        sampler = UtilisationSampler(proc.pid, 0.1)
+        started = time.monotonic()
+        sampler.start()
+        proc.stdout.readline()  # written
+        written_s = time.monotonic() - started
+        proc.wait()
+        samples = sampler.stop()
+        assert max(filter(None, samples["pss_bytes"])) > 190 * MIB  # the peak is read
+        held = [pss for t, pss in zip(samples["t_s"], samples["pss_bytes"]) if t > written_s + 0.2]
+        readings[refresh_s] = sum(pss is not None for pss in held), len(held)
+    (never, held), (refreshed, _) = readings[60.0], readings[0.3]
+    assert held >= 5 and never <= 1, readings  # a last byte may still come in (the interpreter's exit)
+    assert refreshed >= 2, readings
+
+
+def test_a_tree_over_its_limit_is_killed_where_its_pss_is(monkeypatch):
+    killed = []
+    proc = subprocess.Popen([sys.executable, "-c", HOLD.format(5)], stdout=subprocess.PIPE)
+    sampler = UtilisationSampler(proc.pid, 0.05, limit_bytes=100 * MIB, on_limit=lambda: killed.append(proc.kill()))
+    sampler.start()
+    proc.wait(timeout=10)
+    sampler.stop()
+    assert killed and sampler.exceeded_bytes > 100 * MIB  # killed once over it, mid-write or after
 
 
 def zombie(proc, timeout_s=10):
@@ -48,8 +84,8 @@ def test_an_ended_tree_adds_no_empty_sample():
     proc.wait()
     samples = sampler.stop()
     assert samples["t_s"], "no sample taken while the process lived"
-    # every sample is the live process's memory, none the zombie's empty 0
-    assert min(samples["pss_bytes"]) > 0, samples["pss_bytes"]
+    # every sample is the live process's, none the zombie's empty 0 (None: its PSS was not read)
+    assert samples["pss_bytes"][0] and 0 not in samples["pss_bytes"], samples["pss_bytes"]
     assert len(samples["t_s"]) == len(samples["cpu_percent"]) and samples["t_s"] == sorted(samples["t_s"])
 
 

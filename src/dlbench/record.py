@@ -66,7 +66,7 @@ def peak_memory(result, utilisation):
     besides, each framework's own allocator peak under its own name (they measure different
     things and are not compared)."""
     samples = utilisation or {}
-    return {"peak_pss_bytes": max(samples.get("pss_bytes") or [0]) or None,
+    return {"peak_pss_bytes": max(filter(None, samples.get("pss_bytes") or []), default=None),
             # each node's training processes (ru_maxrss): beside srun, the sampled tree is this node's only
             "node_peak_rss_bytes": [node.get("peak_rss_bytes") for node in result.get("nodes") or []],
             "gpu_process_peak_bytes": max(samples.get("gpu_process_bytes") or [0]) or None,

@@ -2,9 +2,8 @@
 initial weights of its LSTM, its figures and its config checks. dlbench.workloads says what a
 definition holds."""
 import itertools
+import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from dlbench import flops
 from dlbench.frameworks import without_recomputing
@@ -95,7 +94,7 @@ def train_flops(spec):
 def draw_weights(draw, model):
     """SentimentLSTM: nn.Embedding, nn.LSTM (one layer, PyTorch's two bias vectors), nn.Linear."""
     draw.normal("embedding.weight", (model.vocabulary, model.embedding), 1.0)
-    bound, gates = 1 / np.sqrt(model.hidden), 4 * model.hidden
+    bound, gates = 1 / math.sqrt(model.hidden), 4 * model.hidden
     draw.uniform("lstm.weight_ih_l0", (gates, model.embedding), bound)
     draw.uniform("lstm.weight_hh_l0", (gates, model.hidden), bound)
     draw.uniform("lstm.bias_ih_l0", (gates,), bound)
