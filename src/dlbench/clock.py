@@ -10,8 +10,6 @@ import math
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from dlbench.machine_load import CpuMeter
 from dlbench.record import contended_unit
 
@@ -35,6 +33,8 @@ def epoch_order(n_samples, global_batch, seed, epoch):
     The order comes from the seed and the epoch number alone; the last partial batch is
     dropped so that every framework and every device count sees the same samples.
     """
+    import numpy as np  # here, not above: the harness imports this module for `now`, and numpy costs it 0.2 CPU-s
+
     order = np.random.default_rng([seed, epoch]).permutation(n_samples)
     n_batches = n_samples // global_batch
     if n_batches == 0:
@@ -45,6 +45,7 @@ def epoch_order(n_samples, global_batch, seed, epoch):
 def run_order(n_samples, global_batch, seed, steps):
     """The run's index batches, epochs 1, 2, ... back to back, `steps` of them:
     (order (steps, global_batch), the epoch of each step (steps,))."""
+    import numpy as np  # as in epoch_order
     orders, epochs, total, epoch = [], [], 0, 0
     while total < steps:
         epoch += 1
@@ -203,7 +204,7 @@ class RunClock:
                                        Plan.max_steps(spec.measure, spec.convergence))
         self.order = placement.local(order)
         if results:  # the run's sample order, every process's slices: the same for every framework and placement
-            results.update(order_sha256=hashlib.sha256(np.ascontiguousarray(order, dtype=np.int64)).hexdigest())
+            results.update(order_sha256=hashlib.sha256(order.astype("int64", order="C")).hexdigest())
         self.steps_done = 0
         self.started = self.cpu_before = None
         self.first_started = None  # time.time() when the first block started (the start-up's end)

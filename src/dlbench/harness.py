@@ -34,8 +34,7 @@ from pathlib import Path
 from dlbench import nodes
 from dlbench.clock import now
 from dlbench.monitor import UtilisationSampler
-from dlbench.processes import die_with_parent, kill_group
-from dlbench.protocol import STARTED, TEMPORARY_PREFIX
+from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_group
 from dlbench.record import make_record, write_json
 from dlbench.specs import spec_from_dict
 

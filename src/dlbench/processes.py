@@ -8,6 +8,10 @@ import os
 import signal
 
 PR_SET_PDEATHSIG = 1
+# Between the harness and the training process it starts (dlbench.protocol): the folder of the
+# run's spec and results, and the environment variable of time.time() when the harness started it
+TEMPORARY_PREFIX = ".dlbench-"
+STARTED = "DLBENCH_STARTED"
 
 try:
     _libc = ctypes.CDLL(None, use_errno=True)

@@ -76,14 +76,13 @@ from dlbench.definitions import run_set, runs_as, workload_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, adapter_module, not_applicable_before_start
 from dlbench.machine import gpus
-from dlbench.processes import die_with_parent, kill_group
+from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_group
 from dlbench.record import write_json
 from dlbench.result_file import ResultFile
 from dlbench.specs import spec_from_dict, spec_to_dict
 
-TEMPORARY_PREFIX = ".dlbench-"  # the harness's folder for a run's spec and results
 # time.time() of the start-up's steps, in the environment: data-parallel ranks are new processes
-STARTED, MAIN = "DLBENCH_STARTED", "DLBENCH_MAIN"
+MAIN = "DLBENCH_MAIN"
 _FINISHED = []  # the workloads whose runs are done (see run_process)
 
 

@@ -3,9 +3,8 @@ machine it ran on (dlbench.machine.environment); writing and reading records."""
 import json
 import os
 import resource
+import statistics
 from pathlib import Path
-
-import numpy as np
 
 from dlbench.machine import environment
 
@@ -36,7 +35,7 @@ def summarise(segments, units):
     a difference of two timings, so near 0 it is noise, and may be below 0."""
     steady = [u for u in units if u["kind"] == "steady"]
     blocks = segments + units
-    per_step = float(np.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None
+    per_step = float(statistics.median([u["wall_s"] / u["steps"] for u in steady])) if steady else None
     # a contended unit timed the machine's other processes too: it is neither step nor compiling
     before = [b for b in blocks[:blocks.index(steady[0])] if b["kind"] != "contended"] if steady else []
     return {
@@ -44,9 +43,9 @@ def summarise(segments, units):
         "compile_s": sum(b["wall_s"] - b["steps"] * per_step for b in before) if steady else None,
         "steady_units": len(steady),
         "steady_steps": sum(u["steps"] for u in steady),
-        "steady_unit_s": float(np.median([u["wall_s"] for u in steady])) if steady else None,
+        "steady_unit_s": float(statistics.median([u["wall_s"] for u in steady])) if steady else None,
         "seconds_per_step": per_step,
-        "samples_per_s": float(np.median([u["samples"] / u["wall_s"] for u in steady])) if steady else None,
+        "samples_per_s": float(statistics.median([u["samples"] / u["wall_s"] for u in steady])) if steady else None,
         "final_loss": blocks[-1]["loss"] if blocks else None,
         "final_metric": segments[-1]["metric"] if segments else None,
     }
