@@ -72,14 +72,6 @@ def outcome_of(outcomes, key):
 TRAINING_FIXTURES = {"smoke_run", "smoke_data", "memory_pass"}
 
 
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: a worker more than the CPUs this process may use (pytest.ini: --maxprocesses 4). The
-    slow tests wait on their processes' start-up reads and on one another's one-core steps: with a
-    worker a core, the two CPUs of the AMD EPYC idled or waited on I/O 339 of 3,198 core-seconds of
-    a suite (/proc/stat, e9527f6)."""
-    return len(os.sched_getaffinity(0)) + 1
-
-
 # The slow groups that took longest (worker seconds, `--durations`), handed out first: pytest-xdist
 # gives a free worker the next group in the order of the items (pytest.ini: --no-loadscope-reorder;
 # its default orders groups by their number of tests, which left the SLURM test's 5 and the memory
