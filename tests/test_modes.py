@@ -3,11 +3,13 @@ smoke config with falling loss from the shared start, and its record says the mo
 compilation it took (summary.compile_s). The default modes run in the workflow's smoke runs
 (tests/test_workflow.py); here, every other one, on MNIST's CNN and IMDB's LSTM, and the
 memory-saving ones (they recompute DenseNet's dense layers) on the smoke preset's DenseNet-21 too."""
+import dataclasses
 import subprocess
 
 import pytest
 
 from dlbench.frameworks import FRAMEWORKS, RECOMPUTING
+from dlbench.spec_types import CompileCache
 from dlbench.specs import spec_to_json
 from dlbench.tables import load_records
 from conftest import outcome_of, side_by_side, venv_python
@@ -32,7 +34,10 @@ ROWS = {"chestxray": {"input": "real"}}
 
 
 def train(workload, framework, mode, workdir, out):
-    spec = smoke_spec(workload, framework, mode=mode, **ROWS.get(workload, {}))
+    # its compiled programs in a folder of the run's own: the point's, in the session's smoke-data
+    # folder, is tests/test_compile_cache.py's, which empties it (repeat 1) on the other worker
+    spec = dataclasses.replace(smoke_spec(workload, framework, mode=mode, **ROWS.get(workload, {})),
+                               compile_cache=CompileCache(directory=None, fill=True))
     proc = subprocess.run([venv_python(framework), "-m", "dlbench.harness", "--spec", spec_to_json(spec),
                            "--out", str(out)], cwd=workdir, capture_output=True, text=True, check=False)
     assert out.exists(), proc.stderr[-3000:]
