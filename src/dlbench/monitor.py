@@ -59,28 +59,27 @@ class UtilisationSampler(threading.Thread):
         return [self.process, *self.process.children(recursive=True)]
 
     @staticmethod
-    def _rss(tree):
-        """Resident memory of the tree: the processes' RSS summed (pages shared between them
-        counted in each), an upper bound of its PSS."""
+    def _summed(tree, read):
+        """read(process) summed over the tree's processes (one that ended between listing and
+        reading counts nothing)."""
         total = 0
         for proc in tree:
             try:
-                total += proc.memory_info().rss
-            except psutil.Error:  # ended between listing and reading
+                total += read(proc)
+            except psutil.Error:
                 pass
         return total
+
+    def _rss(self, tree):
+        """Resident memory of the tree: the processes' RSS summed (pages shared between them
+        counted in each), an upper bound of its PSS."""
+        return self._summed(tree, lambda proc: proc.memory_info().rss)
 
     def _pss(self, tree):
         """Memory of the tree: the sum of the processes' PSS, which splits the pages that
         processes share (forked loader workers, data-parallel ranks) between them, so that
         shared pages count once."""
-        total = 0
-        for proc in tree:
-            try:
-                total += proc.memory_full_info().pss
-            except psutil.Error:  # ended between listing and reading
-                pass
-        return total
+        return self._summed(tree, lambda proc: proc.memory_full_info().pss)
 
     def run(self):
         start = time.monotonic()
