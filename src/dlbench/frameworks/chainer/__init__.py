@@ -32,7 +32,7 @@ from dlbench.numerics import denormals, flushed
 STRATEGIES = ("none", *FRAMEWORKS["chainer"].strategies)
 RANK_MODULE = ranks.__name__  # what each MPI process runs
 ARGS_FILE = "chainermn-args.json"  # beside the run's result file, in the harness's folder
-STDERR_TAIL = 3000  # characters of the ranks' error output a failed launch reports
+STDERR_TAIL = 3000  # characters of the failed ranks' errors, and of their error output, a failed launch reports
 
 
 def version():
@@ -102,13 +102,17 @@ def launch(spec, target, args):
         return
     args_file = Path(args[1]).resolve().parent / ARGS_FILE
     args_file.write_text(json.dumps({"target": f"{target.__module__}:{target.__qualname__}", "args": list(args)}))
+    failures = [ranks.failure_file(args_file, rank) for rank in range(spec.devices)]
+    for path in failures:
+        path.unlink(missing_ok=True)  # an earlier launch's
     command = [mpiexec(), "-n", str(spec.devices), sys.executable, "-m", RANK_MODULE, str(args_file)]
     proc = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
     sys.stderr.write(proc.stderr)
     if proc.returncode != 0:
+        errors = "".join(path.read_text() for path in failures if path.exists())
         raise FrameworkError(f"{' '.join(command)} exited with {proc.returncode} (the ranks' exit codes, "
-                             f"as mpiexec reports them); the end of their error output:\n"
-                             f"{proc.stderr[-STDERR_TAIL:]}")
+                             f"as mpiexec reports them); the failed ranks' errors:\n{errors[-STDERR_TAIL:]}"
+                             f"the end of their error output:\n{proc.stderr[-STDERR_TAIL:]}")
 
 
 def setup(spec, device_kind, rank):

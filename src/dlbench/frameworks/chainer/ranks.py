@@ -3,8 +3,10 @@
     mpiexec -n N python -m dlbench.frameworks.chainer.ranks ARGS_FILE
 
 ARGS_FILE (JSON): {"target": "module:function", "args": [...]}; this process calls
-target(rank, *args) with its MPI rank. A rank that fails aborts the whole MPI job, so that no
-other rank waits forever in a collective.
+target(rank, *args) with its MPI rank. A rank that fails writes its error to
+failure_file(ARGS_FILE, rank) and aborts the whole MPI job, so that no other rank waits forever
+in a collective (mpiexec may end its output's forwarding before the error reaches it: the file
+is what the launch reports).
 """
 import importlib
 import json
@@ -12,8 +14,14 @@ import os
 import signal
 import sys
 import traceback
+from pathlib import Path
 
 from dlbench.processes import die_with_parent
+
+
+def failure_file(args_file, rank):
+    """Where rank `rank` of the launch of ARGS_FILE `args_file` leaves its error."""
+    return Path(f"{args_file}.rank{rank}.failed")
 
 
 def main():
@@ -27,9 +35,10 @@ def main():
     try:
         getattr(importlib.import_module(module), name)(comm.rank, *call["args"])
     except BaseException:
-        traceback.print_exc()
-        sys.stderr.write(f"chainermn rank {comm.rank} of {comm.size} failed\n")
+        error = f"{traceback.format_exc()}chainermn rank {comm.rank} of {comm.size} failed\n"
+        sys.stderr.write(error)
         sys.stderr.flush()
+        failure_file(sys.argv[1], comm.rank).write_text(error)
         comm.Abort(1)
     sys.stdout.flush()
     sys.stderr.flush()
