@@ -102,9 +102,7 @@ def launch(spec, target, args):
         return
     args_file = Path(args[1]).resolve().parent / ARGS_FILE
     args_file.write_text(json.dumps({"target": f"{target.__module__}:{target.__qualname__}", "args": list(args)}))
-    failures = [ranks.failure_file(args_file, rank) for rank in range(spec.devices)]
-    for path in failures:
-        path.unlink(missing_ok=True)  # an earlier launch's
+    failures = [ranks.failure_file(args_file, rank) for rank in range(spec.devices)]  # in the run's own folder
     command = [mpiexec(), "-n", str(spec.devices), sys.executable, "-m", RANK_MODULE, str(args_file)]
     proc = subprocess.run(command, stderr=subprocess.PIPE, text=True, check=False)
     sys.stderr.write(proc.stderr)
