@@ -1,4 +1,6 @@
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -204,9 +206,26 @@ SMOKE_DATA = ("results/data/mnist/train-duplicate~1-images.npy", "results/data/i
 def smoke_run(workflow_copy):
     """The session's one smoke run (presets/smoke.yaml, in the session's workflow copy) and its
     report: every test that reads the workflow's records and tables reads them here."""
-    snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    proc = snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    failed = failed_runs(proc.stderr)
+    # A failed run would fail most of the tests that read the run (its record, its tables, the
+    # reruns it plans), each in its own words: they all stop here instead, on what failed.
+    assert not failed, "the smoke run's failed runs:\n" + "\n".join(
+        f"{run}\n{log_end(workflow_copy / log, workflow_copy / run)}" for run, log in failed)
     snakemake("--report", "results/report.html", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
     return workflow_copy
+
+
+def failed_runs(stderr):
+    """(record, log) of each run an invocation's summary says failed (rules/common.smk's report_runs)."""
+    return re.findall(r"^  failed: (\S+) \(log: (.+)\)$", stderr, flags=re.MULTILINE)
+
+
+def log_end(log, record, lines=30):
+    """A failed run's log's last lines, or its record's error where it has no log."""
+    if log.is_file():
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    return json.loads(record.read_text()).get("error") or f"(neither a log nor an error: {record})"
 
 
 def smoke_records(root, run_set, framework):

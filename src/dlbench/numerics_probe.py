@@ -9,12 +9,11 @@ it in every framework's environment; benchmarks/numerics.py starts its variants 
 import argparse
 import importlib
 import json
-import os
-import sys
 
 from dlbench.frameworks import adapter_module
 from dlbench.numerics import GPU_FLOAT32, POLICIES, apply, measure
 from dlbench.spec_types import CompileCache, Convergence, Measure, Run
+from dlbench.processes import end_process
 
 
 def probe_spec(framework, policy, threads, gpu_float32="highest"):
@@ -44,8 +43,7 @@ def main():
     placement = adapter.setup(spec, "cpu", 0)
     print(json.dumps({"framework": args.framework, **measure(spec, adapter, placement, settings)}), flush=True)
     adapter.teardown(placement)
-    sys.stderr.flush()
-    os._exit(0)  # as the protocol: frameworks may leave non-daemon threads behind
+    end_process()  # as the protocol's process
 
 
 if __name__ == "__main__":

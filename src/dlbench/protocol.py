@@ -76,7 +76,7 @@ from dlbench.definitions import run_set, runs_as, workload_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, adapter_module, not_applicable_before_start
 from dlbench.machine import gpus
-from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_group
+from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, end_process, kill_group
 from dlbench.record import write_json
 from dlbench.result_file import ResultFile
 from dlbench.specs import spec_from_dict, spec_to_dict
@@ -256,10 +256,7 @@ def _end(result_path, node, not_applicable=None):
             write_json(result_path, {"status": "not_applicable", "reason": str(not_applicable)})
         print(f"not applicable: {not_applicable}", file=sys.stderr)
     nodes.write_node_file(result_path, node)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Frameworks may leave non-daemon threads behind (TF's gRPC workers); the results are written.
-    os._exit(0)
+    end_process()
 
 
 if __name__ == "__main__":

@@ -10,13 +10,12 @@ is what the launch reports).
 """
 import importlib
 import json
-import os
 import signal
 import sys
 import traceback
 from pathlib import Path
 
-from dlbench.processes import die_with_parent
+from dlbench.processes import die_with_parent, end_process
 
 
 def failure_file(args_file, rank):
@@ -40,10 +39,8 @@ def main():
         sys.stderr.flush()
         failure_file(sys.argv[1], comm.rank).write_text(error)
         comm.Abort(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
     MPI.Finalize()
-    os._exit(0)  # as the protocol: the results are written, nothing is left to finalize
+    end_process()  # as the protocol's process
 
 
 if __name__ == "__main__":

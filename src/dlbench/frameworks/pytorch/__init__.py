@@ -22,6 +22,7 @@ from torch import nn
 
 from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, free_port, this_node
+from dlbench.processes import end_process
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import Placement, one_ahead
 from dlbench.errors import NotApplicable
@@ -81,9 +82,17 @@ def launch(spec, target, args):
         node = this_node(spec)
         os.environ.update(MASTER_ADDR=node.address, MASTER_PORT=str(node.port or free_port()))
         if devices_per_node(spec) > 1:
-            mp.spawn(target, args=args, nprocs=devices_per_node(spec))
+            mp.spawn(spawned_rank, args=(target, args), nprocs=devices_per_node(spec))
             return
     target(0, *args)
+
+
+def spawned_rank(local_rank, target, args):
+    """One spawned process of a ddp run: target, then the end of every run's process (the
+    protocol's own ends the same way, dlbench.processes.end_process). An exception is mp.spawn's:
+    it reports it and exits 1."""
+    target(local_rank, *args)
+    end_process()
 
 
 def setup(spec, device_kind, local_rank):
