@@ -216,6 +216,11 @@ def smoke_run(workflow_copy):
     return workflow_copy
 
 
+def run_log(record):
+    """The log of the run whose record is `record` (relative to the workflow: rules/runs.smk's log)."""
+    return record.replace("results/runs/", "results/logs/runs/", 1).removesuffix(".json") + ".log"
+
+
 def failed_runs(stderr):
     """(record, log) of each run an invocation's summary says failed (rules/common.smk's report_runs)."""
     return re.findall(r"^  failed: (\S+) \(log: (.+)\)$", stderr, flags=re.MULTILINE)

@@ -18,7 +18,7 @@ import yaml
 
 from dlbench.envs import env_hash
 from dlbench.workloads.mnist.data import IDX_FILES
-from conftest import REPO, copy_workflow, failed_runs, report_python, snakemake, venv_python
+from conftest import REPO, copy_workflow, failed_runs, report_python, run_log, snakemake, venv_python
 from test_chestxray_data import synthetic_label_text
 from test_imdb_data import object_array
 from test_mnist_data import idx_bytes
@@ -175,7 +175,7 @@ def test_a_failed_run_is_said_at_the_end_and_retried_once_fixed(mnist_workflow, 
     proc = snakemake(SMALL, "--cores", "2", *SMOKE, str(tight), cwd=mnist_workflow, check=False)
     assert proc.returncode == 0  # the record says failed; the invocation goes on
     assert re.search(r"dlbench runs: \d+ ok, \d+ not applicable, 1 failed", proc.stderr), proc.stderr[-2000:]
-    assert failed_runs(proc.stderr) == [(SMALL, SMALL.replace("results/runs/", "results/logs/runs/").replace(".json", ".log"))]
+    assert failed_runs(proc.stderr) == [(SMALL, run_log(SMALL))]
     assert json.loads((mnist_workflow / SMALL).read_text())["status"] == "failed"
     strict = tmp_path / "strict.yaml"
     strict.write_text("mnist:\n  timeout_minutes: 0.001\nfail_on_failed_runs: true\n")

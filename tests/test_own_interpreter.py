@@ -14,7 +14,7 @@ from dlbench import frameworks
 from dlbench.envs import env_hash, interpreter_error, running_interpreter
 from dlbench.frameworks import PRIVATE_API_OVERRIDE, UnknownVersion, check_written_for
 from dlbench.tables import environment_rows, load_records
-from conftest import REPO, copy_workflow, snakemake, venv_python
+from conftest import REPO, copy_workflow, run_log, snakemake, venv_python
 from test_faults import SMALL, SMOKE, write_idx_digits
 from test_tables import record, result, spec, write_records
 
@@ -215,7 +215,7 @@ def test_a_version_the_private_api_was_not_written_for_fails_the_run_or_runs_und
     assert run["status"] == "ok", run["error"]
     assert run["environment"]["private_api_overrides"] == [
         {"module": "dlbench/frameworks/jax/internals.py", "package": "jax", "found": "0.10.2", "written_for": "0.9.0"}]
-    log = (workflow / JAX_SMALL.replace("results/runs/", "results/logs/runs/").replace(".json", ".log")).read_text()
+    log = (workflow / run_log(JAX_SMALL)).read_text()
     assert "private API override: dlbench/frameworks/jax/internals.py was written for jax 0.9.0 and runs on jax 0.10.2" in log
     [env] = environment_rows(load_records([workflow / JAX_SMALL])).to_dict("records")
     assert env["private_api_override"] == "jax 0.10.2, written for 0.9.0 (dlbench/frameworks/jax/internals.py)"

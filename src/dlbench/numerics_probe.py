@@ -12,8 +12,8 @@ import json
 
 from dlbench.frameworks import adapter_module
 from dlbench.numerics import GPU_FLOAT32, POLICIES, apply, measure
-from dlbench.spec_types import CompileCache, Convergence, Measure, Run
 from dlbench.processes import end_process
+from dlbench.spec_types import CompileCache, Convergence, Measure, Run
 
 
 def probe_spec(framework, policy, threads, gpu_float32="highest"):

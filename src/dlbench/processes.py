@@ -40,7 +40,7 @@ def kill_group(pgid):
 def end_process(code=0):
     """End this process once its results are written, without the interpreter's finalization,
     which a framework's leftovers can trip: TensorFlow's non-daemon gRPC threads hang it, and a
-    PyTorch DDP rank aborted in it about once in 30 smoke runs ("terminate called without an active
+    PyTorch DDP rank aborted in it in 3 of 128 smoke-sized runs ("terminate called without an active
     exception": a C++ thread still joinable when the library's statics were destroyed)."""
     sys.stdout.flush()
     sys.stderr.flush()
