@@ -33,7 +33,7 @@ from dlbench.provenance import code_files
 from dlbench.record import read_record
 from dlbench.run_schema import record_error
 from dlbench.specs import spec_to_json
-from dlbench.sweep import run_id
+from dlbench.sweep import run_id, with_variants
 from dlbench.studies import STUDIES as KNOWN_STUDIES
 from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS
 
@@ -185,8 +185,17 @@ ROUNDS = MAX_REPEATS > MIN_REPEATS and MEASUREMENT["budget_minutes"] > 0
 # {name: {record path: spec}}, every repeat a round may ask for (a record's folder is its framework, or its
 # library for a run of no framework: RunSet.subject).
 RUN_SETS = run_sets([*WORKLOADS, *STUDIES])
+# A/B in one run (config variants): every point of a training workload's run sets once more for
+# each variant of its framework, interleaved with it (run_priority); the studies run the frameworks.
+VARIANTS = config["variants"]
 RUN_ROWS = {name: run_set.rows(config, FRAMEWORKS, MAX_REPEATS if run_set.timed else MIN_REPEATS)
             for name, (workload, run_set) in RUN_SETS.items()}
+RUN_ROWS = {name: with_variants(rows, VARIANTS) if RUN_SETS[name][0] in WORKLOADS and RUN_SETS[name][1].timed else rows
+            for name, rows in RUN_ROWS.items()}
+for name, variant in VARIANTS.items():
+    if variant["env"] and not (ENVS / f"{variant['env']}.yaml").is_file():
+        raise WorkflowError(f"config variants.{name}.env: no env file {ENVS / variant['env']}.yaml (copy "
+                            f"envs/{variant['framework']}.yaml to it and change a pin)")
 # A plan of this many runs is a setting gone wrong (the default plans 310, presets/paper.yaml 12,804,
 # every repeat a round may ask for): stop, naming the settings that multiply it, before Snakemake
 # fills the memory.
@@ -203,8 +212,15 @@ RUN_SPECS = {
     for name, (workload, run_set) in RUN_SETS.items()
 }
 TIMED_SETS = [name for name, (workload, run_set) in RUN_SETS.items() if run_set.timed]
-# What each run set compares, in the config's order: the frameworks, or its libraries.
-SUBJECTS = {name: list(dict.fromkeys(getattr(spec, RUN_SETS[name][1].subject) for spec in specs.values()))
+
+
+def subject_of(run_set, spec):
+    """What a run is one repeat of, in its run set's turns: its variant, or its framework (its library)."""
+    return spec.variant or getattr(spec, RUN_SETS[run_set][1].subject)
+
+
+# What each run set compares, in the config's order: the frameworks (and their variants), or its libraries.
+SUBJECTS = {name: list(dict.fromkeys(subject_of(name, spec) for spec in specs.values()))
             for name, specs in RUN_SPECS.items()}
 
 
@@ -218,8 +234,9 @@ def run_spec(wildcards):
 
 
 def run_env(wildcards):
-    """The env a run runs in: its framework's, or its library's."""
-    return RUN_SETS[wildcards.run_set][1].env(spec_of(wildcards))
+    """The env a run runs in: its variant's env file, else its framework's, or its library's."""
+    spec = spec_of(wildcards)
+    return (VARIANTS[spec.variant]["env"] if spec.variant else None) or RUN_SETS[wildcards.run_set][1].env(spec)
 
 
 def spec_data(spec):
@@ -292,7 +309,7 @@ def run_priority(wildcards):
     a repeat the order of the run set's frameworks (or libraries) turns by one each repeat."""
     repeat = int(re.search(r"repeat~(\d+)", wildcards.run).group(1))
     names = SUBJECTS[wildcards.run_set]
-    turn = (names.index(wildcards.subject) - repeat) % len(names)
+    turn = (names.index(subject_of(wildcards.run_set, spec_of(wildcards))) - repeat) % len(names)
     return (MAX_REPEATS - repeat + 1) * len(names) - turn
 
 
@@ -357,7 +374,10 @@ def report_targets():
     for w in [*WORKLOADS, *STUDIES]:
         targets += [f"results/figures/{w}/{name}.png" for name in definition(w).FIGURES]
         targets += [f"results/tables/{w}-{name}.csv" for name in definition(w).TABLES]
-    return targets + ["results/tables/headline-ratios.csv"]
+    return targets + ["results/tables/headline-ratios.csv"] + (["results/tables/ab.csv"] if VARIANTS else [])
+
+
+AB_SUMMARY = "results/ab/summary.html"   # report/workflow.rst opens on it
 
 
 def aggregate_target(run_set):
@@ -429,7 +449,19 @@ def report_runs(fail):
         lines.append(f"  no record: {errors[path]}")
     if failed or damaged:
         lines.append("  the next invocation runs these runs again")
+    if VARIANTS and Path("results/tables/ab.csv").exists():
+        lines.append(ab_line(Path("results/tables/ab.csv")))
     print("\n".join(lines), file=sys.stderr)
+
+
+def ab_line(table):
+    """The A/B's verdicts in a line (results/tables/ab.csv, rules/report.smk's rule ab)."""
+    import pandas as pd
+
+    verdicts = pd.read_csv(table)["verdict"].str.replace(r"^not resolved.*$", "not resolved", regex=True)
+    counts = verdicts.value_counts()
+    return (f"dlbench A/B: {len(verdicts)} points: " + ", ".join(f"{n} {v}" for v, n in counts.items())
+            + f" ({table}; the report opens on it)")
     if fail and failed:
         raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")
 

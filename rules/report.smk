@@ -64,3 +64,28 @@ rule headline:
         stack_env_file("report")
     shell:
         "{params.python:q} {input.script:q} {input.ratios:q} --out {output:q} > {log:q} 2>&1"
+
+
+# A/B in one run (config variants): each variant against its framework at every point, with a
+# verdict; the report opens on it (report/workflow.rst), and the invocation's last lines say it.
+rule ab:
+    output:
+        table=report("results/tables/ab.csv", caption="../report/ab.rst", category="A/B", labels={"table": "A/B verdicts"}),
+        summary=AB_SUMMARY,
+    input:
+        units=[f"results/tables/{name}-units.csv" for name in TIMED_SETS if RUN_SETS[name][0] in WORKLOADS],
+        **script_inputs("ab.py"),
+        python=env_input("report"),
+    params:
+        python=run_python,
+        threshold=MEASUREMENT["same_threshold"],
+        confidence=MEASUREMENT["confidence"],
+        resamples=MEASUREMENT["resamples"],
+        seed=config["seed"],
+    log:
+        "results/logs/report/ab.log",
+    conda:
+        stack_env_file("report")
+    shell:
+        "{params.python:q} {input.script:q} {input.units:q} --threshold {params.threshold} --confidence {params.confidence}"
+        " --resamples {params.resamples} --seed {params.seed} --out {output.table:q} --html {output.summary:q} > {log:q} 2>&1"

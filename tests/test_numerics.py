@@ -44,12 +44,13 @@ def config_without_numerics(tmp_path):
 
 def test_denormals_are_flushed_and_gpu_products_are_float32_unless_the_config_says_otherwise(tmp_path):
     path = config_without_numerics(tmp_path)
-    assert load_config(path)["numerics"] == {"denormals": "flush", "gpu_float32": "highest"}
+    assert load_config(path)["numerics"] == {"denormals": "flush", "gpu_float32": "highest", "allocator": "fixed"}
     assert yaml.safe_load((REPO / "config.yaml").read_text())["numerics"] == {"denormals": "flush",
-                                                                             "gpu_float32": "highest"}
+                                                                             "gpu_float32": "highest",
+                                                                             "allocator": "fixed"}
     tf32 = tmp_path / "tf32.yaml"
     tf32.write_text("numerics: {gpu_float32: tf32}\n")
-    assert load_config(path, tf32)["numerics"] == {"denormals": "flush", "gpu_float32": "tf32"}
+    assert load_config(path, tf32)["numerics"] == {"denormals": "flush", "gpu_float32": "tf32", "allocator": "fixed"}
     half = tmp_path / "half.yaml"
     half.write_text("numerics: {gpu_float32: bf16}\n")
     with pytest.raises(Exception, match="bf16"):

@@ -93,6 +93,12 @@ def check_config(config):
     for study in config["studies"]:
         if study not in STUDIES:
             raise ConfigError(f"config studies: unknown study {study!r} (known: {', '.join(STUDIES)})")
+    for name, variant in config.get("variants", {}).items():
+        if name in FRAMEWORKS:
+            raise ConfigError(f"config variants.{name}: a framework's name; name the variant apart (e.g. {name}-b)")
+        if variant["framework"] not in config["frameworks"]:
+            raise ConfigError(f"config variants.{name}.framework: {variant['framework']!r} is not one of the configured "
+                              f"frameworks ({', '.join(config['frameworks'])}): a variant runs beside its framework")
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "

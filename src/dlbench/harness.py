@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from dlbench import nodes
+from dlbench.allocator import process_environment
 from dlbench.clock import now
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_group
@@ -66,8 +67,10 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     tail = collections.deque(maxlen=STDERR_TAIL_LINES)
     # A session of its own: killing its group ends the workers the training started too. The
     # compilers' caches: the point's or the run's own (dlbench.protocol.compile_cache_folder).
+    # its allocator policy and variant's variables (dlbench.allocator), set before it starts
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
-                            env={**os.environ, STARTED: repr(time.time())})  # the training's start-up begins
+                            env={**os.environ, **process_environment(spec),
+                                 STARTED: repr(time.time())})  # the training's start-up begins
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
     limit = memory_limit_mb * 2 ** 20 if memory_limit_mb else None
@@ -135,7 +138,7 @@ def main():
     if not die_with_parent(signal.SIGTERM):
         raise SystemExit("the process that started this run has ended")
     spec = json.loads(args.spec)
-    point = spec_from_dict(spec).point()  # a bad spec fails here, naming the key, before anything runs
+    point = spec_from_dict(spec).sweep_point()  # a bad spec fails here, naming the key, before anything runs
     try:
         lock = exclusive(f"{args.lock}-{socket.gethostname()}.lock") if args.lock else None
         started = datetime.now(timezone.utc).isoformat(timespec="milliseconds")

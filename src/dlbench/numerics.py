@@ -57,6 +57,8 @@ import threading
 
 import numpy as np
 
+from dlbench import allocator
+
 POLICIES = ("flush", "framework-default")
 GPU_FLOAT32 = ("highest", "tf32")
 # The precision of a float32 product on a GPU under each policy (product_precision's words).
@@ -200,6 +202,7 @@ def measure(spec, adapter, placement, gpu_float32_settings):
         "numpy_thread_flushes": numpy_thread_flushes(),
         "framework_flushes": adapter.flushes_denormals(),
         "gpu_float32": gpu_float32_record(spec.gpu_float32, gpu_float32_settings, adapter, placement),
+        "allocator": allocator.measured(spec.allocator),
     }
 
 

@@ -8,7 +8,9 @@ points whose question is still open, until each point stops for one of STOPS:
 
 - resolved: every headline ratio it enters (dlbench.stats.comparisons: the frameworks side by
   side, one dimension within a framework) is decided: its interval lies above 1, below 1, or
-  within 1 +- `same_threshold` (what `compare` calls same);
+  within 1 +- `same_threshold` (what `compare` calls same); an A/B's ratio (a variant over its
+  framework, config variants) once it has a verdict of its own (dlbench.stats.change_verdict:
+  beyond 1 +- `same_threshold`, or within it);
 - max_repeats: it has `measurement.max_repeats` repeats;
 - budget: the round's runs would take the adaptive phase past `measurement.budget_minutes`
   (the repeats after the first `repeats`, timed from their records' wall time; a point's next
@@ -24,7 +26,7 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
-from dlbench.stats import comparisons, point_key, interval, repeats_of, variance_priors
+from dlbench.stats import change_verdict, comparisons, interval, point_key, repeats_of, variance_priors
 from dlbench.tables import units_table
 
 STOPS = ("resolved", "max_repeats", "budget")
@@ -37,6 +39,12 @@ def resolved(low, high, same_threshold):
     if pd.isna(low) or pd.isna(high):
         return False
     return low > 1 or high < 1 or (low >= 1 - same_threshold and high <= 1 + same_threshold)
+
+
+def decided(low, high, same_threshold):
+    """An A/B ratio's interval decides (dlbench.stats.change_verdict): faster or slower beyond the
+    threshold, or the same within it."""
+    return change_verdict(low, high, same_threshold, 0) in ("faster", "slower", "same")
 
 
 def with_repeat(path, repeat):
@@ -54,7 +62,7 @@ def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=N
     for c in found:
         sides = [repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])]
         _, low, high = interval(sides, confidence, resamples, seed, priors[c["num"][0]])
-        if not resolved(low, high, same_threshold):
+        if not (decided(low, high, same_threshold) if c["ab"] else resolved(low, high, same_threshold)):
             counts.update([c["num"], c["den"]])
     return counts, groups
 

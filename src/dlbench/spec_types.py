@@ -77,6 +77,9 @@ class Run:
     numerics: str        # denormals: "flush" or "framework-default" (dlbench.numerics)
     gpu_float32: str     # float32 products on GPUs: "highest" or "tf32" (dlbench.numerics)
     compile_cache: CompileCache
+    allocator: str       # the heap allocator's policy: "fixed" or "framework-default" (dlbench.allocator)
+    variant: str | None  # the A/B variant of the framework this run is (config variants); None: the framework itself
+    environment: tuple[str, ...]  # NAME=value: the variant's environment variables of the training process
 
     @property
     def global_batch(self):
@@ -86,3 +89,7 @@ class Run:
         """The sweep point {key: value}: the run id's fields but the repeat (a run is one
         repeat of its point). Each spec type says its own."""
         raise NotImplementedError
+
+    def sweep_point(self):
+        """The point as records and tables hold it: point(), and the variant where the run is one."""
+        return {**self.point(), **({"variant": self.variant} if self.variant else {})}

@@ -29,6 +29,7 @@ from dlbench.frameworks import FRAMEWORKS
 
 NO_DIFFERENCE = "no difference within the noise"
 ONE_SAMPLE = "one repeat: no interval"
+AB = "variant"   # the point key of an A/B's variant (dlbench.spec_types.Run.sweep_point)
 # Within one framework: (dimension, numerator values (None: any but the baseline), the baseline
 # value (framework -> value), label (numerator, baseline -> text)).
 DIMENSIONS = [
@@ -41,6 +42,8 @@ DIMENSIONS = [
     ("library", None, lambda fw: "pillow", lambda num, base: f"{num} / pillow"),   # image libraries (runs of no framework)
     ("runtime", None, lambda fw: "pytorch", lambda num, base: f"{num} / pytorch"),  # the exported models' runtimes
     ("mode", None, lambda fw: FRAMEWORKS[fw].default_mode, lambda num, base: f"{num} / {base}"),  # e.g. compile / eager
+    # A/B in one run (config variants): a variant over its framework as configured (no variant: NaN)
+    (AB, None, lambda fw: np.nan, lambda num, base: f"{num} / as configured"),
 ]
 
 
@@ -295,6 +298,8 @@ def comparisons(units, frameworks=None):
     for name in groups:
         if moded and name[index["mode"]] != FRAMEWORKS[name[1]].default_mode:
             continue
+        if AB in index and not pd.isna(name[index[AB]]):  # a variant meets its own framework only (below)
+            continue
         where = [v for k, v in zip(keys, name) if k not in ("framework", "mode")]
         by_point.setdefault(tuple(point_key(where)), (name, {}))[1][name[1]] = name
     for first, names in by_point.values():
@@ -304,7 +309,8 @@ def comparisons(units, frameworks=None):
             for num in order[i + 1:]:
                 comparison = (f"{num} ({FRAMEWORKS[num].default_mode}) / {den} ({FRAMEWORKS[den].default_mode})"
                               if moded else f"{num} / {den}")
-                found.append(dict(num=names[num], den=names[den], comparison=comparison, framework="", fixed=fixed))
+                found.append(dict(num=names[num], den=names[den], comparison=comparison, framework="", fixed=fixed,
+                                  ab=False))
 
     # one dimension within a framework
     for column, numerators, baseline, label in DIMENSIONS:
@@ -321,11 +327,12 @@ def comparisons(units, frameworks=None):
                         not _same(num[index[k]], den[index[k]]) for k in keys if k not in ignored):
                     continue
                 fixed = {k: (np.nan if k in ignored else num[index[k]]) for k in point}
-                comparison = label(plain(value), base)
+                comparison = f"{plain(value)} / {num[1]}" if column == AB else label(plain(value), base)
                 if column == "devices" and "strategy" in point:
                     fixed["strategy"] = num[index["strategy"]]
                     comparison += f" ({num[index['strategy']]})"
-                found.append(dict(num=num, den=den, comparison=comparison, framework=num[1], fixed=fixed))
+                found.append(dict(num=num, den=den, comparison=comparison, framework=num[1], fixed=fixed,
+                                  ab=column == AB))
     return keys, groups, found
 
 
@@ -402,6 +409,46 @@ def repeats_needed(sides, threshold, confidence):
     return max(2, int(np.ceil((z * ratio / threshold) ** 2 * relative)))
 
 
+def change_verdict(low, high, threshold, repeats):
+    """Did it change? new / old's interval: "faster" ("slower") only when all of it lies above
+    1 + threshold (below 1 - threshold), "same" when all of it lies within 1 +- threshold, else
+    "not resolved at N repeats" (N: the fewer of the two sides'); ONE_SAMPLE without an interval."""
+    if pd.isna(low) or pd.isna(high):
+        return ONE_SAMPLE
+    if low > 1 + threshold:
+        return "faster"
+    if high < 1 - threshold:
+        return "slower"
+    if low >= 1 - threshold and high <= 1 + threshold:
+        return "same"
+    return NOT_RESOLVED.format(repeats)
+
+
+def ab_verdicts(units, threshold=0.05, confidence=0.95, resamples=2000, seed=0):
+    """The A/B of one run (config variants): at every point of a variant, variant / its framework
+    (both interleaved in the same rounds, from the same weights and order), with its hierarchical
+    bootstrap interval, a change_verdict and the repeats per side an interval within +-threshold
+    would need."""
+    keys, groups, found = comparisons(units)
+    priors = variance_priors(groups.items())
+    point = keys[2:]
+    rows = []
+    for c in (c for c in found if c["ab"]):
+        after, before = repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])
+        ratio, low, high = interval([after, before], confidence, resamples, seed, priors[c["num"][0]])
+        rows.append({"run_set": c["num"][0], "framework": c["framework"], AB: c["num"][keys.index(AB)],
+                     **{k: v for k, v in c["fixed"].items() if k != AB},
+                     "variant_mean": estimate(after), "framework_mean": estimate(before), "ratio": ratio,
+                     "ci_low": low, "ci_high": high, "repeats": min(len(after), len(before)),
+                     "repeats_needed": repeats_needed([after, before], threshold, confidence),
+                     "verdict": change_verdict(low, high, threshold, min(len(after), len(before)))})
+    columns = ["run_set", "framework", AB, *[k for k in point if k != AB], "variant_mean", "framework_mean", "ratio",
+               "ci_low", "ci_high", "repeats", "repeats_needed", "verdict"]
+    table = pd.DataFrame(rows, columns=columns)
+    table["repeats_needed"] = table["repeats_needed"].astype("Int64")
+    return table
+
+
 def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=2000, seed=0):
     """Every point with steady units in both tables: the old and new throughput, new / old with
     its hierarchical bootstrap interval and a verdict: "faster" ("slower") only when the whole
@@ -425,16 +472,7 @@ def compare(old_units, new_units, threshold=0.05, confidence=0.95, resamples=200
             continue
         before, after = repeats_of(old[name]), repeats_of(new[new_names[key]])
         ratio, low, high = interval([after, before], confidence, resamples, seed, priors[name[0]])
-        if pd.isna(low):
-            call = ONE_SAMPLE
-        elif low > 1 + threshold:
-            call = "faster"
-        elif high < 1 - threshold:
-            call = "slower"
-        elif low >= 1 - threshold and high <= 1 + threshold:
-            call = "same"
-        else:
-            call = NOT_RESOLVED.format(min(len(before), len(after)))
+        call = change_verdict(low, high, threshold, min(len(before), len(after)))
         rows.append({**where, "old_mean": estimate(before), "new_mean": estimate(after), "ratio": ratio,
                      "ci_low": low, "ci_high": high,
                      "repeats_needed": repeats_needed([after, before], threshold, confidence), "verdict": call})

@@ -59,8 +59,21 @@ def device_strategies(devices, nodes, strategies, framework):
 
 def run_id(row, columns):
     """The sweep point readable in a name, in Snakemake Paramspace's key~value_key~value form,
-    e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_mode~eager_repeat~1."""
-    return "_".join(f"{column}~{row[column]}" for column in columns)
+    e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_mode~eager_repeat~1;
+    a variant's (config variants) names it before the repeat: ..._mode~eager_variant~next_repeat~1."""
+    point = [c for c in columns if c != "repeat"] + (["variant"] if row.get("variant") else [])
+    return "_".join(f"{column}~{row[column]}" for column in point + [c for c in columns if c == "repeat"])
+
+
+def with_variants(rows, variants):
+    """A grid's rows and, after each framework's, those of its variants (config variants: {name:
+    {framework, ...}}): the same points, each row naming its variant."""
+    found = []
+    for framework in dict.fromkeys(row["framework"] for row in rows):
+        own = [row for row in rows if row["framework"] == framework]
+        found += own + [{**row, "variant": name} for name, variant in variants.items()
+                        if variant["framework"] == framework for row in own]
+    return found
 
 
 def compile_cache(config, name, row, columns):
@@ -91,11 +104,16 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
               **{k: row[k] for k in ("devices", "nodes", "strategy", "mode") if k in row}}
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
+    # a variant's settings in place of the config's (config variants; its env is the workflow's to choose)
+    variant = config.get("variants", {}).get(row.get("variant")) or {}
+    numerics = {**config["numerics"], **{k: variant[k] for k in ("denormals", "allocator") if variant.get(k)}}
     return dict(compile_cache=compile_cache(config, name, row, columns),
                 run_set=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
-                seed=config["seed"], device_kind=config["device_kind"], threads=threads, measure=measure,
-                convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
-                numerics=config["numerics"]["denormals"], gpu_float32=config["numerics"]["gpu_float32"], **fields)
+                seed=config["seed"], device_kind=config["device_kind"], threads=variant.get("threads") or threads,
+                measure=measure, convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
+                numerics=numerics["denormals"], gpu_float32=numerics["gpu_float32"], allocator=numerics["allocator"],
+                variant=row.get("variant"),
+                environment=tuple(f"{k}={v}" for k, v in sorted(variant.get("environment", {}).items())), **fields)
 
 
 def convergence_steps(section):

@@ -118,6 +118,8 @@ def run_row(record):
         # the run's numerics policy, and whether the framework's own ops flushed denormals (measured)
         "numerics": numerics.get("policy", spec.get("numerics")),
         "flushes_denormals": numerics.get("framework_flushes"),
+        # the heap allocator's policy the training process started under (dlbench.allocator)
+        "allocator": (numerics.get("allocator") or {}).get("policy", spec.get("allocator")),
         # float32 products on GPUs: the policy, and the precision a product on the run's device showed
         "gpu_float32": gpu_float32.get("policy", spec.get("gpu_float32")),
         "float32_product": gpu_float32.get("precision"),
