@@ -43,12 +43,13 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from dlbench.flags import NAMES, NOTES, marker, named, not_resolved, point_flags, withdrawing
-from dlbench.stats import FLAGS, ONE_SAMPLE, compare, plain, point_key
+from dlbench.stats import FLAGS, ONE_SAMPLE, between_runs, compare, plain, point_key
 
 COLOURS = {"faster": "tab:green", "slower": "tab:red", "same": "tab:grey", "not resolved": "tab:orange",
            ONE_SAMPLE: "tab:purple"}  # a side of one repeat (the memory pass's points): a ratio, no interval
 TICKS = [0.1, 0.2, 0.5, 0.7, 0.8, 0.9, 1, 1.1, 1.2, 1.5, 2, 3, 5, 10]
-RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict", "old_flags", "new_flags"]
+RESULTS = ["old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats", "repeats_needed", "verdict", "old_flags",
+           "new_flags"]
 CALLS = ("faster", "slower", "same")   # the verdicts a contended or short-unit side withdraws
 
 
@@ -105,26 +106,36 @@ def with_flags(part, before, after, cv_threshold=0.05):
     return part
 
 
-def compare_folders(old, new, cv_threshold=0.05, **options):
-    """compare() per run set (each has its own point columns) with each side's flags
-    (with_flags), in one table: the points of every run set's columns, the points in one folder
-    only at the end, and a readable label of each point ("point", not written to the CSV)."""
-    parts = []
+def compare_folders(old, new, cv_threshold=0.05, threshold=0.05, confidence=0.95, **options):
+    """compare() per run set (each has its own point columns), the intervals then widened by the
+    variance between the two runs, measured over every run set's points (dlbench.stats.between_runs),
+    and each side's flags (with_flags), in one table: the points of every run set's columns, the
+    points in one folder only at the end, and a readable label of each point ("point", not written
+    to the CSV). Returns (table, the between-run CV)."""
+    sides, parts = {}, []
     for run_set in sorted(set(old) | set(new)):
         # a run set on one side only: the other side is an empty table with the same columns
         before = old[run_set] if run_set in old else new[run_set].iloc[:0]
         after = new[run_set] if run_set in new else before.iloc[:0]
-        part = with_flags(compare(before, after, **options), before, after, cv_threshold)
+        sides[run_set] = (before, after)
+        parts.append(compare(before, after, threshold=threshold, confidence=confidence, **options))
+    sizes = [len(part) for part in parts]
+    widened, between = between_runs(pd.concat(parts, ignore_index=True), threshold, confidence)
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    parts = [widened.iloc[start:start + size][part.columns].reset_index(drop=True)
+             for start, size, part in zip(starts, sizes, parts)]
+    for index, run_set in enumerate(sides):
+        part = with_flags(parts[index], *sides[run_set], cv_threshold)
         keys = [c for c in part.columns if c not in ("run_set", "framework", *RESULTS)]
         part["point"] = [" ".join(f"{k}={plain(v)}" for k, v in zip(keys, values) if not pd.isna(v))
                          for values in part[keys].itertuples(index=False)]
-        parts.append(part)
+        parts[index] = part
     table = pd.concat(parts, ignore_index=True)
     keys = [c for c in table.columns if c not in ("run_set", "framework", "point", *RESULTS)]
     table[keys] = table[keys].convert_dtypes()  # 2, not 2.0, where other run sets leave NaN
     only = table["verdict"].str.startswith("only")
     return pd.concat([table[~only], table[only]], ignore_index=True)[["run_set", "framework", *keys, *RESULTS,
-                                                                       "point"]]
+                                                                       "point"]], between
 
 
 def label(row):
@@ -209,8 +220,8 @@ def main():
     args = parser.parse_args()
 
     old, new = units_tables(args.old), units_tables(args.new)
-    table = compare_folders(old, new, cv_threshold=args.cv_threshold, threshold=args.threshold,
-                            confidence=args.confidence, resamples=args.resamples, seed=args.seed)
+    table, between = compare_folders(old, new, cv_threshold=args.cv_threshold, threshold=args.threshold,
+                                     confidence=args.confidence, resamples=args.resamples, seed=args.seed)
     found = cpus(environments(args.old), environments(args.new))
     same_cpu = None if found is None else found[0] == found[1]
     warning = None
@@ -234,6 +245,10 @@ def main():
         f"{counts.get(v, 0)} {v}" for v in COLOURS if v != ONE_SAMPLE or counts.get(v, 0))
     extra = [f"{counts[v]} {v}" for v in ("only in old", "only in new") if counts.get(v, 0)]
     print(summary + (f"; {', '.join(extra)}" if extra else ""))
+    print("  between the two runs: " + (f"a point's spread {between:.1%} (CV), measured over their points and carried "
+                                        "by every interval" if between == between else
+                                        "too few points to measure their spread: no point is called") +
+          "; to ask whether one change changed anything, run it as an A/B in one run (config variants)")
     withdrawn = table["verdict"].str.fullmatch(r"not resolved \(.*\)")
     for _, row in table[table["verdict"].isin(["faster", "slower"]) | withdrawn].iterrows():
         print(f"  {row['verdict']}: {flagged_label(row)} new/old {row['ratio']:.3f} "

@@ -3,21 +3,27 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, SCRIPTS, report_python, snakemake
-from dlbench.stats import compare
+from dlbench.stats import BETWEEN_UNKNOWN, between_runs, compare
 from test_stats import noisy, point_rows, table
 
 RESAMPLES = 500
-VERDICTS = {"small": "faster", "large": "slower", "tiny": "same", "gone": "only in old"}
+# compare's intervals carry the variance between the two runs, measured over their points
+# (dlbench.stats.between_runs): eight more unchanged points to measure it from
+UNCHANGED = [f"unchanged-{i}" for i in range(8)]
+VERDICTS = {"small": "faster", "large": "slower", "tiny": "same", **dict.fromkeys(UNCHANGED, "same"),
+            "gone": "only in old"}
 
 
 def results(unchanged_seed, noise=0.005):
-    """Old and new units of four MNIST points: small 30% faster, large 30% slower, tiny the same
-    (fresh noise), gone only in old."""
+    """Old and new units of MNIST points: small 30% faster, large 30% slower, tiny and the
+    unchanged ones the same (fresh noise), gone only in old."""
     old = table(*(point_rows("pytorch", noisy(100, noise=noise, seed=i), model=model)
                   for i, model in enumerate(VERDICTS)))
     new = table(point_rows("pytorch", noisy(130, noise=noise, seed=5), model="small"),
                 point_rows("pytorch", noisy(70, noise=noise, seed=6), model="large"),
-                point_rows("pytorch", noisy(100, noise=noise, seed=unchanged_seed), model="tiny"))
+                point_rows("pytorch", noisy(100, noise=noise, seed=unchanged_seed), model="tiny"),
+                *(point_rows("pytorch", noisy(100, noise=noise, seed=40 + i), model=model)
+                  for i, model in enumerate(UNCHANGED)))
     return old, new
 
 
@@ -31,7 +37,8 @@ def test_verdicts_of_a_faster_a_slower_an_unchanged_and_a_vanished_point():
     assert faster["ratio"] == pytest.approx(1.3, rel=0.03) and faster["ci_low"] < faster["ratio"] < faster["ci_high"]
     assert faster["ci_low"] > 1.05
     assert list(found.columns) == ["run_set", "framework", "model", "duplicate", "batch", "devices", "strategy",
-                                   "old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats_needed", "verdict"]
+                                   "old_mean", "new_mean", "ratio", "ci_low", "ci_high", "repeats", "repeats_needed",
+                                   "verdict"]
 
 
 def test_a_change_within_the_threshold_is_the_same_and_one_the_interval_cannot_place_is_not_resolved():
@@ -85,7 +92,7 @@ def compare_folders_with(tmp_path, old_environment, new_environment):
 
 def test_the_command_writes_the_table_and_the_figure(tmp_path):
     proc, found = compare_folders_with(tmp_path, [EPYC], [EPYC, {**EPYC, "framework": "jax"}])
-    assert "3 points: 1 faster, 1 slower, 1 same, 0 not resolved; 1 only in old" in proc.stdout
+    assert "11 points: 1 faster, 1 slower, 9 same, 0 not resolved; 1 only in old" in proc.stdout
     assert dict(zip(found["model"], found["verdict"])) == VERDICTS
     assert found["same_cpu"].all() and "warning" not in proc.stderr
     assert (tmp_path / "out" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -168,21 +175,23 @@ def test_a_point_with_a_contended_or_short_unit_side_is_not_resolved_and_each_si
                   for i, model in enumerate(VERDICTS)))
     new = table(point_rows("pytorch", noisy(130, noise=0.005, seed=5), model="small", contended={(2, 3)}),
                 point_rows("pytorch", noisy(70, noise=0.005, seed=6), model="large"),
-                point_rows("pytorch", noisy(100, noise=0.005, seed=7), model="tiny"))
+                point_rows("pytorch", noisy(100, noise=0.005, seed=7), model="tiny"),
+                *(point_rows("pytorch", noisy(100, noise=0.005, seed=40 + i), model=model)
+                  for i, model in enumerate(UNCHANGED)))
     write_results(tmp_path / "old", old, [EPYC])
     write_results(tmp_path / "new", new, [EPYC])
     out = tmp_path / "out"
     proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
                        out / "compare.png", "--resamples", RESAMPLES)
     assert proc.returncode == 0, proc.stderr
-    found = pd.read_csv(out / "compare.csv", keep_default_na=False).set_index("model")
+    found = pd.read_csv(out / "compare.csv", keep_default_na=False).set_index("model").drop(UNCHANGED)
     assert dict(found["verdict"]) == {"small": "not resolved (contended)", "large": "not resolved (short units)",
                                       "tiny": "same", "gone": "only in old"}
     assert dict(found["old_flags"]) == {"small": "", "large": "short units", "tiny": "", "gone": ""}
     assert dict(found["new_flags"]) == {"small": "contended", "large": "", "tiny": "", "gone": ""}
     assert float(found.loc["small", "ratio"]) == pytest.approx(1.3, rel=0.03)   # the figure is still shown
     assert list(found.columns)[-4:] == ["verdict", "old_flags", "new_flags", "same_cpu"]
-    assert "3 points: 0 faster, 0 slower, 1 same, 2 not resolved; 1 only in old" in proc.stdout
+    assert "11 points: 0 faster, 0 slower, 9 same, 2 not resolved; 1 only in old" in proc.stdout
     assert "not resolved (contended): mnist pytorch model=small" in proc.stdout and "(new: contended)" in proc.stdout
 
 
@@ -197,4 +206,56 @@ def test_a_baseline_from_before_the_renames_meets_the_same_points(tmp_path):
     proc = run_compare(tmp_path / "old", tmp_path / "new", "--csv", out / "compare.csv", "--figure",
                        out / "compare.png", "--resamples", RESAMPLES)
     assert proc.returncode == 0, proc.stderr
-    assert "3 points: 1 faster, 1 slower, 1 same, 0 not resolved; 1 only in old" in proc.stdout
+    assert "11 points: 1 faster, 1 slower, 9 same, 0 not resolved; 1 only in old" in proc.stdout
+
+
+def two_runs(points, between, seed, changed=None):
+    """Units of `points` MNIST points in two invocations of one commit: each point's three
+    processes vary by 3% and each invocation moves each point by `between` (lognormal sd), as two
+    runs half an hour apart do; changed: {point index: the new run's factor}."""
+    rng = np.random.default_rng(seed)
+    sides = []
+    for factor in ({}, changed or {}):
+        parts = []
+        for i in range(points):
+            shift = rng.lognormal(0, between) * factor.get(i, 1.0)
+            values = 100 * shift * rng.lognormal(0, 0.03, (3, 1)) * rng.lognormal(0, 0.01, (3, 3))
+            parts.append(point_rows("pytorch", values.tolist(), model=f"m{i}"))
+        sides.append(table(*parts))
+    return sides
+
+
+def compared(old, new, threshold=0.05):
+    return between_runs(compare(old, new, threshold=threshold, resamples=RESAMPLES), threshold, 0.95)
+
+
+def test_a_compare_of_two_runs_of_one_commit_calls_no_point_faster_or_slower():
+    """The A/A of issue 53, simulated: 44 points, 8% between the runs. Each run's own intervals call
+    many of them faster or slower; with the variance between the runs carried, at most one in a
+    hundred is called (at 95%: the widened interval must clear the threshold too)."""
+    calls = within_calls = points = 0
+    for seed in range(10):
+        old, new = two_runs(44, between=0.08, seed=seed)
+        within_calls += compare(old, new, resamples=RESAMPLES)["verdict"].isin(["faster", "slower"]).sum()
+        found, between = compared(old, new)
+        calls += found["verdict"].isin(["faster", "slower"]).sum()
+        points += len(found)
+        assert 0.08 < between < 0.3   # 8% a run, so 11% between the two, measured from the points at its upper bound
+    assert within_calls > 0.2 * points   # what compare said before: the runs' own noise, called a change
+    assert calls <= 0.01 * points
+
+
+def test_a_large_change_of_a_few_points_stands_out_of_the_noise_between_runs():
+    old, new = two_runs(30, between=0.05, seed=3, changed={0: 0.5, 1: 2.0})
+    found, between = compared(old, new)
+    verdicts = dict(zip(found["model"], found["verdict"]))
+    assert verdicts["m0"] == "slower" and verdicts["m1"] == "faster"
+    assert sum(v in ("faster", "slower") for v in verdicts.values()) == 2
+
+
+def test_too_few_points_to_measure_the_runs_apart_call_nothing():
+    old, new = two_runs(5, between=0.0, seed=1, changed={0: 2.0})
+    found, between = compared(old, new)
+    assert between != between   # NaN: not measured
+    assert set(found["verdict"]) <= {BETWEEN_UNKNOWN, "not resolved at 3 repeats"}
+    assert found.set_index("model").loc["m0", "verdict"] == BETWEEN_UNKNOWN
