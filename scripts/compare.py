@@ -4,7 +4,8 @@
 
 Each folder holds tables/*-units.csv (written by the workflow's aggregation). For every point
 with steady units in both: the old and new samples/s (the mean of the repeats' means), new /
-old with its hierarchical bootstrap interval (repeats, then units within them), and a verdict:
+old with its hierarchical bootstrap interval (repeats, then units within them), widened by the
+spread between the two runs measured over all their points (dlbench.stats.between_runs), and a verdict:
 "faster" or "slower" only when the whole interval lies beyond 1 +- threshold, "same" when it
 lies within, else "not resolved at N repeats"; and the repeats per side that would resolve it
 (dlbench.stats.compare). Points in one folder only are listed at the end.

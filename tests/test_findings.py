@@ -94,13 +94,29 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
     assert mxnet["verdict"] == "holds" and "MXNet 300 MiB, TensorFlow 700 MiB" in mxnet["figures"]
     assert claims.loc["Graphs (compiled modes) use less memory than imperative code", "verdict"] == "does not hold"
     epoch = claims.loc["The first epoch is slower than the second"]
-    assert epoch["verdict"] == "holds" and "pytorch 2.25x (2.00-2.50)" in epoch["figures"]
+    assert epoch["verdict"] == "holds" and "pytorch 2.25x (2.00-2.50, 2 repeats)" in epoch["figures"]
     assert "every repeat that carries convergence segments" in epoch["criterion"]
     onnx = claims.loc["A model moves from PyTorch to MXNet through ONNX"]
     assert onnx["verdict"] == "does not hold" and "ConstantOfShape" in onnx["figures"]
     code = claims.loc["PyTorch is quicker to write (and debug)"]
     assert code["verdict"] == "does not hold" and "tensorflow 80" in code["figures"]
     assert "not measured" in code["criterion"]  # lines of code, not the time to write or debug
+
+
+def test_a_memory_or_epoch_claim_on_one_repeat_a_side_is_not_resolved(tmp_path):
+    """One process is one sample: the default's memory pass (memory.repeats: 1) and its one repeat
+    with convergence segments decide no claim, however far apart their figures are (issue 53: two
+    runs of one commit gave the first-epoch claim both ways)."""
+    peaks = [{**peak_row("mxnet", "hybrid", 64, 300), "repeats": 1}, {**peak_row("tensorflow", "graph", 64, 700),
+                                                                      "repeats": 1}]
+    convergence = [{"framework": "pytorch", "run_id": "pytorch-1", "devices": 1, "mode": "eager", "status": "ok",
+                    "segment": segment, "wall_s": wall} for segment, wall in ((1, 9.0), (2, 2.0))]
+    claims = replication({"memory-peaks": peaks, "mnist-convergence": convergence}, tmp_path, ["mnist"],
+                         studies=["memory"])
+    for claim in ("MXNet uses less memory than TensorFlow", "The first epoch is slower than the second"):
+        assert claims.loc[claim, "verdict"] == "not resolved at these repeats"
+        assert "one sample" in claims.loc[claim, "criterion"]
+    assert "pytorch 4.50x (4.50-4.50, 1 repeat)" in claims.loc["The first epoch is slower than the second", "figures"]
 
 
 def points_row(framework, mode, mean, low, high, devices=1):

@@ -11,7 +11,7 @@ dlbench.flags) timed more than the framework, so it decides nothing: it counts a
 flagged, and does not hold only on a counter-example from an unflagged point; else it is not
 resolved at these repeats. An unstable ratio still decides (its interval carries the spread).
 Every figure from a flagged ratio names its flags. Memory and epoch claims compare the repeats'
-ranges the same way. A claim whose measurement this run lacks says "not measured here" and why
+ranges the same way, and a side of one repeat decides nothing (ONE_SAMPLE_RULE). A claim whose measurement this run lacks says "not measured here" and why
 (the setting, or the part of the machine, that would measure it).
 
 python replication.py --tables-dir results/tables --workloads mnist imdb ... --studies onnx ... --synthetic-images
@@ -42,6 +42,10 @@ DEVICES = re.compile(r"(\d+) / 1 devices \((?P<strategy>[\w-]+)\)")
 # The rule for flagged ratios, said in every throughput claim's criterion (verdict_of applies it)
 FLAG_RULE = ("a ratio whose point is contended or has short units counts as not resolved; unstable ones count "
              "(their intervals carry the spread); the flags are named beside the figures")
+
+# A verdict that rests on one process is one sample: two runs of one commit gave "The first epoch is
+# slower than the second" both ways (issue 53). Ranges decide only over two repeats or more a side.
+ONE_SAMPLE_RULE = "a side of one repeat decides nothing (one sample: not resolved)"
 
 
 def interval(ratio, low, high):
@@ -284,7 +288,8 @@ def slow_first_epoch(tables):
     claim = "The first epoch is slower than the second"
     criterion = ("holds if, in every framework (its default mode, one device), every repeat that carries convergence "
                  "segments (the first measurement.convergence_repeats) took longer in its first epoch than in its "
-                 "second; does not hold if in one framework every such repeat's first epoch was the shorter")
+                 "second; does not hold if in one framework every such repeat's first epoch was the shorter; "
+                 f"{ONE_SAMPLE_RULE}")
     convergence = tables.read("mnist-convergence") if "mnist" in tables.workloads else None
     if convergence is None or convergence.empty:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "workload mnist not configured")
@@ -293,9 +298,12 @@ def slow_first_epoch(tables):
     epochs = ok.pivot_table(index=["framework", "run_id"], columns="segment", values="wall_s")
     if 1 not in epochs or 2 not in epochs:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "fewer than two convergence epochs (mnist.convergence_epochs)")
-    ratio = (epochs[1] / epochs[2]).groupby(level="framework").agg(["median", "min", "max"])
-    verdict = HOLDS if (ratio["min"] > 1).all() else FAILS if (ratio["max"] < 1).any() else NOT_RESOLVED
-    figures = "; ".join(f"{f} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f})" for f, r in ratio.iterrows())
+    ratio = (epochs[1] / epochs[2]).groupby(level="framework").agg(["median", "min", "max", "size"])
+    sampled = ratio["size"] >= 2
+    verdict = (HOLDS if (ratio["min"] > 1).all() and sampled.all() else FAILS if ((ratio["max"] < 1) & sampled).any()
+               else NOT_RESOLVED)
+    figures = "; ".join(f"{f} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['size']:.0f} "
+                        f"repeat{'s' if r['size'] != 1 else ''})" for f, r in ratio.iterrows())
     return row(MNIST_STUDY, claim, verdict, criterion, f"first / second epoch time, median (range of the repeats with segments): {figures}",
                "results/figures/mnist/first-vs-second-epoch.png", "mnist-convergence.csv")
 
@@ -359,10 +367,13 @@ def rows_where(frame, test):
 
 
 def less_memory(pairs):
-    """HOLDS if side a peaked below b in every repeat at every point, FAILS if above at one."""
-    below = pairs["peak_rss_max_mib_a"] < pairs["peak_rss_min_mib_b"]
-    above = pairs["peak_rss_min_mib_a"] > pairs["peak_rss_max_mib_b"]
+    """HOLDS if side a peaked below b in every repeat at every point, FAILS if above at one; a point
+    with one repeat a side decides nothing (ONE_SAMPLE_RULE)."""
+    sampled = (pairs["repeats_a"] >= 2) & (pairs["repeats_b"] >= 2)
+    below = (pairs["peak_rss_max_mib_a"] < pairs["peak_rss_min_mib_b"]) & sampled
+    above = (pairs["peak_rss_min_mib_a"] > pairs["peak_rss_max_mib_b"]) & sampled
     return FAILS if above.any() else HOLDS if below.all() else NOT_RESOLVED
+
 
 
 def default_mode(r):
@@ -372,7 +383,8 @@ def default_mode(r):
 def mxnet_less_memory(tables):
     claim = "MXNet uses less memory than TensorFlow"
     criterion = ("holds if MXNet's training process peaked below TensorFlow's (resident memory, every repeat) at every "
-                 "point of the same model and batch, each in its default mode; does not hold if above at one")
+                 "point of the same model and batch, each in its default mode; does not hold if above at one; "
+                 f"{ONE_SAMPLE_RULE}")
     peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
     pairs = pd.DataFrame() if peaks is None else memory_pairs(
         peaks, lambda r: r["framework"] == "mxnet" and default_mode(r),
@@ -389,7 +401,8 @@ def mxnet_less_memory(tables):
 def graphs_less_memory(tables):
     claim = "Graphs (compiled modes) use less memory than imperative code"
     criterion = ("holds if, in every framework with both kinds of mode, the compiled mode peaked below the eager one "
-                 "(every repeat) at every point; does not hold if above at one")
+                 "(every repeat) at every point; does not hold if above at one; "
+                 f"{ONE_SAMPLE_RULE}")
     peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
     frames = []
     for framework, spec in FRAMEWORKS.items():
