@@ -3,6 +3,7 @@ the same spec but for what it changes; each point gets a verdict of variant / fr
 adaptive rounds spend their budget on the open ones; the allocator policy reaches the training
 process. docs/ab.md says what these tests hold it to."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -170,3 +171,17 @@ def test_an_a_b_in_one_run_records_both_sides_gives_verdicts_and_reruns_only_the
     planned = [line.split("output: ")[1] for line in dry.stdout.splitlines() if "output: results/runs/" in line]
     assert planned and all("variant~pytorch-b" in path for path in planned), planned
     assert len(planned) == 2
+
+
+def test_a_variant_with_its_own_env_file_runs_in_its_venv_and_the_framework_in_its_own(tmp_path):
+    root = copy_workflow(tmp_path / "workflow")
+    (root / "envs" / "pytorch-next.yaml").write_text((root / "envs" / "pytorch.yaml").read_text() + "# a pin changed\n")
+    (root / "ab.yaml").write_text(yaml.safe_dump({**AB_CONFIG, "variants": {
+        "pytorch-next": {"framework": "pytorch", "env": "pytorch-next"}}}))
+    dry = snakemake("-n", "--configfile", "ab.yaml", "--forceall", cwd=root)
+    jobs = [block for block in dry.stdout.split("\n\n") if "output: results/runs/mnist/" in block]
+    assert len(jobs) == 4
+    for job in jobs:
+        venvs = {Path(part.strip().rstrip(",")).parent.name.rsplit("-", 1)[0]
+                 for part in job.split("input: ")[1].split("\n")[0].split(", ") if part.strip().endswith("/python")}
+        assert venvs == ({"pytorch-next"} if "variant~pytorch-next" in job else {"pytorch"}), job
