@@ -38,8 +38,9 @@ def fragment(table, threshold):
                      f"{len(rows)} points, {html.escape(counts)}</h3><ul>")
         for _, row in rows.iterrows():
             bounds = "" if pd.isna(row["ci_low"]) else f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+            repeats = "" if " repeats" in row["verdict"] else f" ({row['repeats']} repeats)"
             lines.append(f"<li>{html.escape(row['run_set'])} {html.escape(where(row))}: {row['ratio']:.3f}{bounds} "
-                         f"<strong>{html.escape(row['verdict'])}</strong> ({row['repeats']} repeats)</li>")
+                         f"<strong>{html.escape(row['verdict'])}</strong>{repeats}</li>")
         lines.append("</ul>")
     return "\n".join(lines)
 
