@@ -452,6 +452,8 @@ def report_runs(fail):
     if VARIANTS and Path("results/tables/ab.csv").exists():
         lines.append(ab_line(Path("results/tables/ab.csv")))
     print("\n".join(lines), file=sys.stderr)
+    if fail and failed:
+        raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")
 
 
 def ab_line(table):
@@ -462,8 +464,6 @@ def ab_line(table):
     counts = verdicts.value_counts()
     return (f"dlbench A/B: {len(verdicts)} points: " + ", ".join(f"{n} {v}" for v, n in counts.items())
             + f" ({table}; the report opens on it)")
-    if fail and failed:
-        raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")
 
 
 # ---- the start and the stop of an invocation ----------------------------------------
