@@ -185,3 +185,21 @@ def test_a_variant_with_its_own_env_file_runs_in_its_venv_and_the_framework_in_i
         venvs = {Path(part.strip().rstrip(",")).parent.name.rsplit("-", 1)[0]
                  for part in job.split("input: ")[1].split("\n")[0].split(", ") if part.strip().endswith("/python")}
         assert venvs == ({"pytorch-next"} if "variant~pytorch-next" in job else {"pytorch"}), job
+
+
+def test_a_variant_takes_turns_with_its_framework_in_every_round(tmp_path):
+    """Every repeat 1 before any repeat 2, the variant and its framework in turn: the first in one
+    repeat is the second in the next (rules/common.smk, run_priority)."""
+    (tmp_path / "ab.yaml").write_text(yaml.safe_dump({**AB_CONFIG, "measurement": {
+        **AB_CONFIG["measurement"], "repeats": 3, "max_repeats": 3}}))
+    dry = snakemake("-n", "--configfile", str(tmp_path / "ab.yaml"), "--forceall")
+    priority = {}
+    for job in dry.stdout.split("\n\n"):
+        if "output: results/runs/mnist/" in job:
+            output = job.split("output: ")[1].split("\n")[0]
+            priority[output] = int(job.split("priority: ")[1].split("\n")[0])
+    order = [path.split("/")[-1] for path in sorted(priority, key=priority.get, reverse=True)]
+    repeats = [int(name.split("repeat~")[1].removesuffix(".json")) for name in order]
+    assert repeats == sorted(repeats) and len(order) == 6
+    firsts = ["variant~" in name for name in order[::2]]
+    assert firsts in ([False, True, False], [True, False, True])

@@ -5,8 +5,8 @@ its heap when enough is free: whether a step's activations come from reused heap
 the kernel maps (and faults in) anew then depends on what the process allocated and freed
 before. PyTorch's MNIST processes faulted 8,700 to 18,600 pages a step from one run to the next,
 and their throughput followed it (issue 53). With both thresholds fixed high, large blocks stay
-on the heap and are reused. Frameworks with allocators of their own (TensorFlow's BFC, MXNet's
-pool, XLA's) are not changed by it; the policy is the same request to every process.
+on the heap and are reused. The policy is the same request to every process; frameworks that
+allocate from pools of their own (TensorFlow's, MXNet's, XLA's) may see little of it.
 
 The harness sets it in the training process's environment before the process starts (glibc
 reads GLIBC_TUNABLES once, at start-up); the process records what it ran under (`measured`).
