@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 from snakemake.settings.types import DeploymentMethod
@@ -196,6 +197,14 @@ for name, variant in VARIANTS.items():
     if variant["env"] and not (ENVS / f"{variant['env']}.yaml").is_file():
         raise WorkflowError(f"config variants.{name}.env: no env file {ENVS / variant['env']}.yaml (copy "
                             f"envs/{variant['framework']}.yaml to it and change a pin)")
+    if variant["schedule"] == "duet" and THREADS < 2:
+        raise WorkflowError(f"config variants.{name}.schedule: a duet runs its two sides on half of the job's cores "
+                            f"each; this invocation gives a job {THREADS} (--cores, measurement.runs_at_once)")
+    if variant["schedule"] == "duet" and variant["env"] and USE_CONDA:
+        raise WorkflowError(f"config variants.{name}: a duet of two env files runs both sides in one job, which "
+                            f"--use-conda gives one env; run it with the venvs (without --use-conda) or schedule: sequential")
+# The duet variants (schedule: duet): each pair of runs is one job (rule train_duet, dlbench.duet)
+DUETS = [name for name, variant in VARIANTS.items() if variant["schedule"] == "duet"]
 # A plan of this many runs is a setting gone wrong (the default plans 310, presets/paper.yaml 12,804,
 # every repeat a round may ask for): stop, naming the settings that multiply it, before Snakemake
 # fills the memory.
@@ -253,6 +262,31 @@ def run_inputs(wildcards):
         "code": run_code(spec),
         "python": env_input(run_env(wildcards)),
     }
+
+
+def duet_side_wildcards(wildcards, side):
+    """The wildcards of one side of a duet job (rule train_duet) as rule train's would be: side
+    "framework" (..._duet~<name>_repeat~N) or "variant" (..._variant~<name>_duet~<name>_repeat~N)."""
+    variant = f"_variant~{wildcards.variant}" if side == "variant" else ""
+    run = f"{wildcards.point}{variant}_duet~{wildcards.variant}_repeat~{wildcards.repeat}"
+    return SimpleNamespace(run_set=wildcards.run_set, subject=wildcards.subject, run=run)
+
+
+def duet_inputs(wildcards):
+    """Both sides' inputs (run_inputs): their data and code, and each side's interpreter."""
+    sides = {side: run_inputs(duet_side_wildcards(wildcards, side)) for side in ("framework", "variant")}
+    return {"data": sides["framework"]["data"], "code": sides["framework"]["code"],
+            "python": sides["framework"]["python"], "variant_python": sides["variant"]["python"]}
+
+
+def duet_sides(wildcards, input, output):
+    """The duet driver's --side arguments: per side its interpreter, spec, record, log and attempt."""
+    sides = []
+    for side, python in (("framework", input.python), ("variant", input.variant_python)):
+        w = duet_side_wildcards(wildcards, side)
+        sides += ["--side", python or "python", run_spec(w), output[side],
+                  f"results/logs/runs/{w.run_set}/{w.subject}/{w.run}.log", run_attempt(w)]
+    return sides
 
 
 NO_RECORDS = {}  # the files run_attempt found in place of a record this invocation: path -> why

@@ -21,6 +21,7 @@ rule train:
     wildcard_constraints:
         run_set="|".join(map(re.escape, RUN_SETS)) or "(?!)",
         subject="|".join(map(re.escape, {s for names in SUBJECTS.values() for s in names})) or "(?!)",
+        run=r"(?![^/]*_duet~)[a-z_]+~[^/]+",  # a duet's sides: rule train_duet
     threads: THREADS
     resources:
         training=TRAINING,
@@ -40,6 +41,41 @@ rule train:
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
         " --out {output:q} {params.lock:q} --attempt {params.attempt:q} > {log:q} 2>&1"
+
+
+# A duet (config variants, schedule: duet): a variant's run and its framework's at the same point
+# and repeat, at the same time, each on half of the job's cores (dlbench.duet holds the lock and
+# pins them): one job, two records, each side's log its own.
+rule train_duet:
+    output:
+        framework="results/runs/{run_set}/{subject}/{point}_duet~{variant}_repeat~{repeat}.json",
+        variant="results/runs/{run_set}/{subject}/{point}_variant~{variant}_duet~{variant}_repeat~{repeat}.json",
+    input:
+        unpack(duet_inputs),
+    params:
+        python=run_python,
+        sides=duet_sides,
+        lock=LOCK,
+    log:
+        framework="results/logs/runs/{run_set}/{subject}/{point}_duet~{variant}_repeat~{repeat}.log",
+        variant="results/logs/runs/{run_set}/{subject}/{point}_variant~{variant}_duet~{variant}_repeat~{repeat}.log",
+    wildcard_constraints:
+        run_set="|".join(map(re.escape, RUN_SETS)) or "(?!)",
+        point=r"[a-z_]+~(?:(?!_variant~|_duet~)[^/])+",
+        variant="|".join(map(re.escape, DUETS)) or "(?!)",
+        repeat=r"\d+",
+    threads: THREADS
+    resources:
+        training=TRAINING,
+        tasks_per_gpu=0,
+        cpus_per_task=THREADS,
+        mem_mb=lambda wildcards: 2 * run_memory_mb(wildcards),
+        runtime=lambda wildcards: run_minutes(duet_side_wildcards(wildcards, "variant")),
+    priority: lambda wildcards: run_priority(duet_side_wildcards(wildcards, "variant"))
+    conda:
+        lambda wildcards: stack_env_file(run_env(duet_side_wildcards(wildcards, "framework")))
+    shell:
+        "exec {params.python:q} -m dlbench.duet {params.lock:q} {params.sides:q}"
 
 
 # After the first `repeats` of every timed point, one round at a time: the points whose

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.stats import AB, ab_verdicts, plain
+from dlbench.stats import AB, DUET, ab_verdicts, plain
 
 RESULTS = ("run_set", "framework", AB, "variant_mean", "framework_mean", "ratio", "ci_low", "ci_high", "repeats",
            "repeats_needed", "verdict")
@@ -20,21 +20,23 @@ RESULTS = ("run_set", "framework", AB, "variant_mean", "framework_mean", "ratio"
 
 def where(row):
     """A row's point, key=value."""
-    return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in RESULTS and pd.notna(v))
+    return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in (*RESULTS, DUET) and pd.notna(v))
 
 
 def fragment(table, threshold):
     """The report's first view of an A/B: a line of counts per variant, then each point's verdict."""
     lines = ["<h2>Did it change? This run's A/B</h2>",
              f"<p>Each variant against its framework at every point both ran, interleaved in the same rounds from the "
-             f"same weights and order: <em>same</em> when the whole interval lies within 1 &plusmn; {threshold:g}, "
+             f"same weights and order (a duet variant: its run and its framework's at the same time, each on half of "
+             f"the cores, pair by pair): <em>same</em> when the whole interval lies within 1 &plusmn; {threshold:g}, "
              f"<em>faster</em> or <em>slower</em> only when all of it lies beyond; else not resolved.</p>"]
     if table.empty:
         return "\n".join(lines + ["<p>No point of a variant has steady units beside its framework's.</p>"])
     for variant, rows in table.groupby(AB, sort=False):
         verdicts = rows["verdict"].str.replace(r"^not resolved.*$", "not resolved", regex=True).value_counts()
         counts = ", ".join(f"{n} {verdict}" for verdict, n in verdicts.items())
-        lines.append(f"<h3>{html.escape(str(variant))} / {html.escape(str(rows['framework'].iloc[0]))}: "
+        duet = " (duet)" if DUET in rows and rows[DUET].notna().any() else ""
+        lines.append(f"<h3>{html.escape(str(variant))} / {html.escape(str(rows['framework'].iloc[0]))}{duet}: "
                      f"{len(rows)} points, {html.escape(counts)}</h3><ul>")
         for _, row in rows.iterrows():
             bounds = "" if pd.isna(row["ci_low"]) else f" [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"

@@ -99,6 +99,9 @@ def check_config(config):
         if variant["framework"] not in config["frameworks"]:
             raise ConfigError(f"config variants.{name}.framework: {variant['framework']!r} is not one of the configured "
                               f"frameworks ({', '.join(config['frameworks'])}): a variant runs beside its framework")
+        if variant.get("schedule") == "duet" and variant.get("threads"):
+            raise ConfigError(f"config variants.{name}.threads: a duet's two sides run on half of the job's cores "
+                              f"each, with half of its threads; leave threads out, or use schedule: sequential")
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "

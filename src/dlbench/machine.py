@@ -114,6 +114,7 @@ def environment():
         "cpu_model": cpu_model(),
         "cpu": cpu(),
         "cpu_count": os.cpu_count(),
+        "cpus": sorted(os.sched_getaffinity(0)),  # those it may run on (a duet's side: its half)
         "huge_pages": huge_pages(),
         "gpus": gpus(),
         "git_commit": commit,

@@ -23,7 +23,7 @@ def probe_spec(framework, policy, threads, gpu_float32="highest"):
     return Run(run_set="probe", framework=framework, run_id="probe", repeat=1, seed=0, device_kind="cpu", devices=1, nodes=1,
                strategy="none", mode=None, batch=1, threads=threads, measure=units, convergence=Convergence(0, 1),
                timeout_s=60.0, numerics=policy, gpu_float32=gpu_float32,
-               compile_cache=CompileCache(directory=None, fill=True), allocator="framework-default", variant=None,
+               compile_cache=CompileCache(directory=None, fill=True), allocator="framework-default", variant=None, duet=None,
                environment=())
 
 

@@ -26,6 +26,7 @@ from pathlib import PurePosixPath
 
 import pandas as pd
 
+from dlbench.sweep import duet_sides
 from dlbench.stats import change_verdict, comparisons, interval, point_key, repeats_of, variance_priors
 from dlbench.tables import units_table
 
@@ -114,6 +115,8 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
         else:
             point["status"] = "budget"
     chosen = [p["next"] for p in points if p["status"] == ANOTHER_ROUND]
+    # a duet's two sides run as one job: a side chosen brings the other (its cost was counted once more)
+    chosen = list(dict.fromkeys(side for path in chosen for side in (duet_sides(path) or [path])))
     for point in points:
         point["cost_s"] = round(point["cost_s"], 3)
         del point["next"]

@@ -80,6 +80,8 @@ class Run:
     allocator: str       # the heap allocator's policy: "fixed" or "framework-default" (dlbench.allocator)
     variant: str | None  # the A/B variant of the framework this run is (config variants); None: the framework itself
     environment: tuple[str, ...]  # NAME=value: the variant's environment variables of the training process
+    duet: str | None     # the duet variant (config variants, schedule: duet) whose pair this run is a side of: it ran
+                         # at the same time as the other side, on half of the job's cores; None: on its own
 
     @property
     def global_batch(self):
@@ -91,5 +93,7 @@ class Run:
         raise NotImplementedError
 
     def sweep_point(self):
-        """The point as records and tables hold it: point(), and the variant where the run is one."""
-        return {**self.point(), **({"variant": self.variant} if self.variant else {})}
+        """The point as records and tables hold it: point(), the variant where the run is one, and the
+        duet where it is a side of one."""
+        return {**self.point(), **({"variant": self.variant} if self.variant else {}),
+                **({"duet": self.duet} if self.duet else {})}

@@ -30,6 +30,7 @@ from dlbench.frameworks import FRAMEWORKS
 NO_DIFFERENCE = "no difference within the noise"
 ONE_SAMPLE = "one repeat: no interval"
 AB = "variant"   # the point key of an A/B's variant (dlbench.spec_types.Run.sweep_point)
+DUET = "duet"    # the point key of a duet's sides: the variant / framework ratio within the pair
 # Within one framework: (dimension, numerator values (None: any but the baseline), the baseline
 # value (framework -> value), label (numerator, baseline -> text)).
 DIMENSIONS = [
@@ -298,7 +299,8 @@ def comparisons(units, frameworks=None):
     for name in groups:
         if moded and name[index["mode"]] != FRAMEWORKS[name[1]].default_mode:
             continue
-        if AB in index and not pd.isna(name[index[AB]]):  # a variant meets its own framework only (below)
+        # a variant meets its own framework only (below), a duet's side the other side only
+        if any(key in index and not pd.isna(name[index[key]]) for key in (AB, DUET)):
             continue
         where = [v for k, v in zip(keys, name) if k not in ("framework", "mode")]
         by_point.setdefault(tuple(point_key(where)), (name, {}))[1][name[1]] = name

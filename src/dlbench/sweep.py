@@ -2,6 +2,8 @@
 the run id, the fields every spec has, the checks of a config section's sweep dimensions
 (strategies, modes, batches) that a workload's check(config) uses. Each workload's own grid and
 specs are in its folder (dlbench/workloads/<workload>/definition.py)."""
+import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -60,20 +62,42 @@ def device_strategies(devices, nodes, strategies, framework):
 def run_id(row, columns):
     """The sweep point readable in a name, in Snakemake Paramspace's key~value_key~value form,
     e.g. model~small_duplicate~1_batch~256_devices~2_nodes~1_strategy~ddp_mode~eager_repeat~1;
-    a variant's (config variants) names it before the repeat: ..._mode~eager_variant~next_repeat~1."""
-    point = [c for c in columns if c != "repeat"] + (["variant"] if row.get("variant") else [])
+    a variant's (config variants) names it before the repeat: ..._mode~eager_variant~next_repeat~1,
+    and a duet's side the duet: ..._variant~next_duet~next_repeat~1 (its framework's side
+    ..._mode~eager_duet~next_repeat~1)."""
+    point = [c for c in columns if c != "repeat"] + [c for c in ("variant", "duet") if row.get(c)]
     return "_".join(f"{column}~{row[column]}" for column in point + [c for c in columns if c == "repeat"])
 
 
 def with_variants(rows, variants):
     """A grid's rows and, after each framework's, those of its variants (config variants: {name:
-    {framework, ...}}): the same points, each row naming its variant."""
+    {framework, ...}}): the same points, each row naming its variant. A duet variant's rows are
+    pairs, its own and its framework's at the same point, both naming the duet."""
     found = []
     for framework in dict.fromkeys(row["framework"] for row in rows):
         own = [row for row in rows if row["framework"] == framework]
-        found += own + [{**row, "variant": name} for name, variant in variants.items()
-                        if variant["framework"] == framework for row in own]
+        found += own
+        for name, variant in variants.items():
+            if variant["framework"] != framework:
+                continue
+            if variant.get("schedule") == "duet":
+                found += [side for row in own for side in ({**row, "duet": name}, {**row, "variant": name, "duet": name})]
+            else:
+                found += [{**row, "variant": name} for row in own]
     return found
+
+
+DUET_SIDE = re.compile(r"_variant~(?P<name>[a-z0-9][a-z0-9.-]*)_duet~(?P=name)_")
+
+
+def duet_sides(path):
+    """(the framework's side, the variant's side) of the duet whose side's record `path` is, or None for
+    a run of no duet: ..._duet~next_repeat~1.json and ..._variant~next_duet~next_repeat~1.json."""
+    if match := DUET_SIDE.search(path):
+        return path[:match.start()] + path[match.start() + len(f"_variant~{match['name']}"):], path
+    if match := re.search(r"_duet~([a-z0-9][a-z0-9.-]*)_", path):
+        return path, path[:match.start()] + f"_variant~{match[1]}" + path[match.start():]
+    return None
 
 
 def compile_cache(config, name, row, columns):
@@ -107,12 +131,17 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
     # a variant's settings in place of the config's (config variants; its env is the workflow's to choose)
     variant = config.get("variants", {}).get(row.get("variant")) or {}
     numerics = {**config["numerics"], **{k: variant[k] for k in ("denormals", "allocator") if variant.get(k)}}
+    if row.get("duet"):
+        # each side on half of the job's cores (dlbench.duet), the other half busy by design: a unit is
+        # contended only when more than the other side's cores are used besides it
+        threads = max(1, threads // 2)
+        measure = dataclasses.replace(measure, max_other_cpus=measure.max_other_cpus + threads)
     return dict(compile_cache=compile_cache(config, name, row, columns),
                 run_set=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device_kind=config["device_kind"], threads=variant.get("threads") or threads,
                 measure=measure, convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),
                 numerics=numerics["denormals"], gpu_float32=numerics["gpu_float32"], allocator=numerics["allocator"],
-                variant=row.get("variant"),
+                variant=row.get("variant"), duet=row.get("duet"),
                 environment=tuple(f"{k}={v}" for k, v in sorted(variant.get("environment", {}).items())), **fields)
 
 

@@ -180,7 +180,11 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
     whether a steady unit was shorter than the minimum and whether other processes took more
     than `max_other_cpus` cores during it (a steady unit that was counted all the same: the run
     timed its contended units again up to max_contended_reruns; a step on OpenMP threads, as
-    PyTorch's and MXNet's, stalls when one of its cores is taken)."""
+    PyTorch's and MXNet's, stalls when one of its cores is taken). A duet's side (config variants,
+    schedule: duet) has the other side beside it by design: it is judged by the limit its spec ran
+    with, which leaves the other side's cores out (dlbench.sweep.run_fields)."""
+    if record["spec"].get("duet"):
+        max_other_cpus = record["spec"]["measure"]["max_other_cpus"]
     rows = []
     for unit in record["units"]:
         steady = unit["kind"] == "steady"
