@@ -20,7 +20,9 @@ except ConfigError as err:
     raise WorkflowError(str(err))
 
 
-configfile: "config.yaml"
+# The workflow's own defaults wherever it runs (--directory elsewhere, -s <clone>/Snakefile): a bare
+# "config.yaml" is read from the working folder, and skipped without a word where there is none.
+configfile: f"{workflow.basedir}/config.yaml"
 
 
 try:

@@ -519,14 +519,15 @@ def check_venvs():
 
 
 def stop_jobs_on_sigterm():
-    """SIGTERM ends the running jobs now and then the invocation, keeping every finished output:
-    Snakemake's own SIGTERM waits for the running jobs (minutes of training), where a container
-    or a service manager sends SIGKILL after about 10 s. The harness, stopped, writes no record;
-    Snakemake removes the outputs of the jobs it stopped."""
+    """SIGTERM, and Ctrl-C (SIGINT to the terminal's foreground group) alike, end the running jobs now
+    and then the invocation, starting nothing new and keeping every finished output: Snakemake's own
+    SIGTERM waits for the running jobs (minutes of training), where a container or a service manager
+    sends SIGKILL after about 10 s, and its own SIGINT let the scheduler start the next job while it
+    stopped. The harness, stopped, writes no record; Snakemake removes the outputs of the jobs it stopped."""
     graceful = signal.getsignal(signal.SIGTERM)  # the scheduler's: start nothing new
 
     def stop(signum, frame):
-        print("SIGTERM: stopping the running jobs; finished records are kept", file=sys.stderr)
+        print(f"{signal.Signals(signum).name}: stopping the running jobs; finished records are kept", file=sys.stderr)
         for child in psutil.Process().children(recursive=True):
             try:
                 child.terminate()
@@ -535,7 +536,8 @@ def stop_jobs_on_sigterm():
         if callable(graceful):
             graceful(signum, frame)
 
-    signal.signal(signal.SIGTERM, stop)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
 
 
 def report_when_no_run_holds_the_folder(create_report):

@@ -250,3 +250,14 @@ def test_a_renamed_key_or_value_is_taken_under_its_new_name_with_a_warning(tmp_p
     new = tmp_path / "new.yaml"
     new.write_text("device_kind: cpu\nchestxray: {inputs: [synthetic, resident]}\n")
     assert load_config(REPO / "config.yaml", new) == config and "warning" not in capsys.readouterr().err
+
+
+def test_a_working_folder_other_than_the_clone_reads_the_workflow_s_own_config(tmp_path):
+    """snakemake --directory elsewhere -s <clone>/Snakefile: the clone's config.yaml under the one given."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = snakemake("-n", "--directory", str(elsewhere), "-s", str(REPO / "Snakefile"),
+                     "--configfile", str(REPO / "presets" / "smoke.yaml"), cwd=tmp_path)
+    [line] = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if "Config file(s):" in line]
+    assert f"{REPO}/config.yaml" in line and "smoke.yaml" in line, line
+    assert "output: results/runs/mnist/" in proc.stdout

@@ -332,15 +332,15 @@ def test_a_moved_clone_plans_nothing_and_its_runs_find_their_data(tmp_path):
 
 
 @contextmanager
-def long_training(workflow, tmp_path):
+def long_training(workflow, tmp_path, *more):
     """Snakemake training MNIST's large model for minutes (100 steady units of at least a
-    second), yielded once the harness is up; stderr goes to a file."""
+    second), and the runs `more` as long, yielded once the harness is up; stderr goes to a file."""
     config = tmp_path / "long.yaml"
     config.write_text(yaml.safe_dump({"measurement": {"steady_units": 100, "min_unit_seconds": 1.0,
                                                       "max_unit_steps": 1000}}))
     large = RUN.format(model="large", devices=1, strategy="none")
     log = open(tmp_path / "snakemake.log", "w+")
-    snake = start(workflow, large, "--forcerun", "train", configs=[str(config)], log=log)
+    snake = start(workflow, large, *more, "--forcerun", "train", configs=[str(config)], log=log)
     try:
         assert wait_for(lambda: processes_in(workflow, "dlbench.harness"), 120), "no training started"
         time.sleep(2)
@@ -354,19 +354,33 @@ def long_training(workflow, tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_ends_the_running_training_within_seconds_and_keeps_the_finished_records(mnist_workflow, tmp_path):
+@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+def test_sigterm_or_ctrl_c_ends_the_running_training_within_seconds_starts_nothing_and_keeps_the_finished_records(
+        mnist_workflow, tmp_path, how):
     snakemake(SMALL, "--cores", "2", *SMOKE, cwd=mnist_workflow)
     finished = (mnist_workflow / SMALL).read_bytes()
-    with long_training(mnist_workflow, tmp_path) as (snake, large, log):
-        os.kill(snake.pid, signal.SIGTERM)
+    # three long runs, two at once (the smoke preset's runs_at_once): the third waits for a place
+    waiting = [RUN.format(model=model, devices=2, strategy="ddp") for model in ("small", "large")]
+    logs = [mnist_workflow / run_log(path) for path in (RUN.format(model="large", devices=1, strategy="none"), *waiting)]
+    for log in logs:  # of earlier tests' runs
+        log.unlink(missing_ok=True)
+    with long_training(mnist_workflow, tmp_path, *waiting) as (snake, large, log):
+        if how == "SIGTERM":
+            os.kill(snake.pid, signal.SIGTERM)
+        else:  # the terminal's Ctrl-C: SIGINT to its foreground process group
+            os.killpg(snake.pid, signal.SIGINT)
         stopped = time.monotonic()
+        running = set(processes_in(mnist_workflow, "dlbench.harness"))
         snake.wait(60)
-        print(f"SIGTERM: Snakemake ended after {time.monotonic() - stopped:.1f} s")
+        print(f"{how}: Snakemake ended after {time.monotonic() - stopped:.1f} s")
         assert time.monotonic() - stopped < 15, "Snakemake waited for the training"
         assert wait_for(lambda: not processes_in(mnist_workflow), 10), processes_in(mnist_workflow)
         log.seek(0)
         said = log.read()
-    assert "SIGTERM: stopping the running jobs; finished records are kept" in said, said[-3000:]
+    name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
+    assert f"{name}: stopping the running jobs; finished records are kept" in said, said[-3000:]
+    # nothing started after it: the run that waited for a place has no log
+    assert len(running) <= 2 and sum(log.exists() for log in logs) <= 2, [log for log in logs if log.exists()]
     assert re.search(r"dlbench runs: \d+ ok", said)
     assert (mnist_workflow / SMALL).read_bytes() == finished and not (mnist_workflow / large).exists()
     assert not list((mnist_workflow / ".snakemake" / "locks").glob("*.lock")), "the folder is still locked"

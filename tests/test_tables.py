@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from dlbench.frameworks import FRAMEWORKS
+from dlbench.processes import kill_cause
 from dlbench.record import make_record
 from dlbench.specs import spec_from_dict, spec_to_dict
 from dlbench.tables import (
@@ -94,6 +95,18 @@ def test_a_crash_is_failed_with_the_error_and_keeps_finished_blocks():
     assert made["status"] == "failed"
     assert "exit code -9" in made["error"] and "MemoryError" in made["error"]
     assert len(made["units"]) == 1 and len(made["segments"]) == 3
+
+
+def test_a_run_killed_by_a_signal_names_its_cause_and_its_memory_in_the_first_line_of_its_error():
+    gib = 2 ** 30
+    oom = kill_cause(-9, 3, 4, 23.8 * gib, 24 * gib)
+    first = record(spec(), None, -9, ["Traceback", oom], "now", 3.0)["error"].splitlines()[0]
+    assert first.startswith("training process failed (exit code -9; out of memory, by the kernel's OOM killer")
+    assert "SIGKILL; its processes' peak PSS 24,371 MiB of the machine's 24,576 MiB" in first
+    assert kill_cause(-9, 3, 3, None, 24 * gib) == (
+        "killed: by SIGKILL from outside the run (its peak memory unknown of the machine's 24,576 MiB; "
+        "the kernel's OOM killer counted no kill meanwhile)")
+    assert kill_cause(-15, None, None, gib, 24 * gib).startswith("killed: by SIGTERM from outside the run (its")
 
 
 def test_no_result_at_all_is_failed():

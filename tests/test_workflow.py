@@ -5,12 +5,14 @@ import os
 import re
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from datetime import datetime
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+import psutil
 import pytest
 
 from dlbench.workloads.chestxray.labels import PATHOLOGIES
@@ -546,6 +548,32 @@ def test_a_run_past_its_timeout_is_killed_and_recorded_as_failed(smoke_run, tmp_
                     str(out)], check=True, capture_output=True, cwd=smoke_run)
     [record] = load_records([out])
     assert record["status"] == "failed" and "timed out" in record["error"]
+
+
+@pytest.mark.slow
+def test_a_training_killed_from_outside_is_recorded_as_failed_naming_the_signal_and_its_memory(smoke_run, tmp_path):
+    """The kernel's OOM killer sends SIGKILL; so does this test (the kernel's count of OOM kills does not
+    rise, and the record says so): the record's first line names the signal, the peak memory and the machine's."""
+    spec = records(smoke_run, "mnist", "pytorch")[0]["spec"]
+    spec["measure"] = {**spec["measure"], "steady_units": 1000, "min_unit_seconds": 1.0}
+    out = tmp_path / "record.json"
+    harness = subprocess.Popen([venv_python("pytorch"), "-m", "dlbench.harness", "--spec", json.dumps(spec),
+                                "--out", str(out)], cwd=smoke_run, stderr=subprocess.DEVNULL)
+    training = None
+    for _ in range(600):
+        training = training or next((p for p in psutil.Process(harness.pid).children()
+                                     if "dlbench.protocol" in " ".join(p.cmdline())), None)
+        if training and training.memory_info().rss > 100 * 2 ** 20:  # the framework imported
+            break
+        time.sleep(0.1)
+    assert training, "no training process"
+    time.sleep(2)  # a few samples of its memory
+    training.kill()
+    harness.wait(60)
+    [record] = load_records([out])
+    first = record["error"].splitlines()[0]
+    assert record["status"] == "failed" and first.startswith("training process failed (exit code -9; by SIGKILL from outside")
+    assert re.search(r"its processes' peak PSS [\d,]+ MiB of the machine's [\d,]+ MiB", first), first
 
 
 @pytest.mark.slow

@@ -31,11 +31,13 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
+
 from dlbench import nodes
 from dlbench.allocator import process_environment
 from dlbench.clock import now
 from dlbench.monitor import UtilisationSampler
-from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_group
+from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_cause, kill_group, oom_kills
 from dlbench.record import make_record, write_json
 from dlbench.specs import spec_from_dict
 
@@ -71,6 +73,7 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
                             env={**os.environ, **process_environment(spec),
                                  STARTED: repr(time.time())})  # the training's start-up begins
+    oom_before = oom_kills()
     reader = threading.Thread(target=_forward, args=(proc.stderr, tail), daemon=True)
     reader.start()
     limit = memory_limit_mb * 2 ** 20 if memory_limit_mb else None
@@ -91,6 +94,9 @@ def train_in_child(spec, workdir, memory_limit_mb=None):
     elif sampler.exceeded_bytes:
         tail.append(f"killed: its processes' PSS reached {sampler.exceeded_bytes / 2 ** 20:.0f} MiB, "
                     f"{OVER_LIMIT} of {memory_limit_mb} MiB")
+    elif code < 0:  # a signal from outside: the kernel's OOM killer, or someone's kill
+        peak = max(filter(None, utilisation.get("pss_bytes", [])), default=None)
+        tail.append(kill_cause(code, oom_before, oom_kills(), peak, psutil.virtual_memory().total))
     result = json.loads(result_path.read_text()) if result_path.exists() else {}
     result["nodes"] = nodes.read_node_files(result_path, spec["nodes"])  # what each node's process was
     return result, code, list(tail), utilisation

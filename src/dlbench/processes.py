@@ -45,3 +45,36 @@ def end_process(code=0):
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+VMSTAT = "/proc/vmstat"
+
+
+def oom_kills():
+    """How many processes the kernel's out-of-memory killer has killed since boot (VMSTAT's oom_kill,
+    Linux 4.13 and later); None where it cannot be read."""
+    try:
+        with open(VMSTAT) as f:
+            for line in f:
+                name, _, value = line.partition(" ")
+                if name == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def kill_cause(code, oom_before, oom_after, peak_bytes, total_bytes):
+    """Why a process that a signal ended (exit code -N) ended, in a line for its record: the kernel's
+    out-of-memory killer where its count of kills rose meanwhile, else the signal, from outside;
+    with the process tree's peak memory against the machine's."""
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    memory = (f"its processes' peak PSS {peak_bytes / 2 ** 20:,.0f} MiB" if peak_bytes else "its peak memory unknown") \
+        + f" of the machine's {total_bytes / 2 ** 20:,.0f} MiB"
+    if None not in (oom_before, oom_after) and oom_after > oom_before:
+        return f"killed: out of memory, by the kernel's OOM killer ({name}; {memory})"
+    return f"killed: by {name} from outside the run ({memory}; the kernel's OOM killer counted no kill meanwhile)" \
+        if oom_before is not None else f"killed: by {name} from outside the run ({memory})"

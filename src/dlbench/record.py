@@ -84,6 +84,9 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
     status = result.get("status")
     if code != 0 or status not in ("ok", "not_applicable"):
         reason = "timed out" if code is None else f"exit code {code}"
+        killed = [line.removeprefix("killed: ") for line in stderr_tail if line.startswith("killed: ")]
+        if killed:  # the harness's word on how it ended (dlbench.harness.train_in_child): in the first line
+            reason += f"; {killed[-1]}"
         error = f"training process failed ({reason})\n" + "\n".join(stderr_tail)
         status = "failed"
     else:

@@ -1,0 +1,146 @@
+"""dlbench's console (`--logger dlbench`, profiles/default): a quiet terminal for a long benchmark.
+
+A job of the rules in LABELS (the training runs, the environments, the data, the rounds) is one line
+when it starts ("12:03:04 run mnist pytorch model=small ... repeat=2") and one when it ends, with
+Snakemake's count of steps done and, for a run's record, its status and throughput ("12:03:45
+[131/209] run mnist pytorch ... repeat=2: ok, 7,725 samples/s, 41 s"). Other jobs say nothing
+while they go well. Their inputs, outputs and shell commands stay in Snakemake's log file
+(.snakemake/log/) and the jobs' own logs (results/logs/). Errors, warnings and every other message
+are Snakemake's own, as Snakemake formats them; a dry run is Snakemake's own listing, unchanged.
+"""
+import json
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+from snakemake.logging import ColorizingTextHandler, get_event
+from snakemake_interface_logger_plugins.base import LogHandlerBase
+from snakemake_interface_logger_plugins.common import LogEvent
+from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
+
+# What a job of these rules is, from its wildcards (a run id's key~value_key~value reads key=value)
+LABELS = {
+    "train": "run {run_set} {subject} {run}",
+    "train_duet": "duet {run_set} {subject} {point} {variant} repeat={repeat}",
+    "plan_repeats": "round {round}: which open points run another repeat",
+    "build_venv": "build the {stack} environment",
+    "largest_batch": "memory: the largest batch of {framework} in mode {mode}",
+    "onnx_export": "export the {model} model through ONNX",
+    "fetch_wheel": "fetch {wheel}",
+    "fetch_file": "fetch {path}",
+    "prepare_mnist": "prepare the MNIST digits",
+    "duplicate_mnist": "MNIST's training set x{duplicate}",
+    "prepare_imdb": "prepare the IMDB reviews",
+    "chestxray_labels": "ChestX-ray14's labels",
+    "chestxray_images": "ChestX-ray14's images",
+    "preprocess_chestxray": "preprocess ChestX-ray14's images with {library} to {format}",
+    "aggregate": "tables of {run_set}",
+    "headline": "the headline ratios",
+    "findings": "the findings: each claim against this run",
+    "ab": "the A/B's verdicts",
+    "compare": "compare with the baseline",
+}
+POINT_KEY = re.compile(r"(?:^|_)([a-z][a-z_]*)~")
+
+
+def readable(value):
+    """A run id's key~value_key~value as key=value key=value; any other value as it is."""
+    return POINT_KEY.sub(lambda m: (" " if m.start() else "") + f"{m[1]}=", str(value))
+
+
+def label(rule, wildcards):
+    """What a job is, in a few words; None for a rule not in LABELS."""
+    if rule not in LABELS:
+        return None
+    try:
+        return LABELS[rule].format(**{k: readable(v) for k, v in (wildcards or {}).items()})
+    except (KeyError, IndexError):
+        return rule
+
+
+# the events of a job that its one line at the start and one at the end stand for
+JOB_DETAIL = {LogEvent.JOB_INFO, LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.SHELLCMD, LogEvent.PROGRESS}
+
+
+@dataclass
+class LogHandlerSettings(LogHandlerSettingsBase):
+    detail: bool = field(default=False, metadata={
+        "help": "say every job as Snakemake does (its inputs, outputs and shell command) in the terminal too"})
+
+
+def record_outcome(outputs):
+    """': ok, 7,725 samples/s' from the run records among a job's outputs (results/runs/...json), or ''."""
+    said = []
+    for path in outputs:
+        if not (path.startswith("results/runs/") and path.endswith(".json")):
+            continue
+        try:
+            with open(path) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            said.append("no record written")
+            continue
+        status = str(record.get("status", "?")).replace("_", " ")
+        rate = (record.get("summary") or {}).get("samples_per_s")
+        error = (record.get("error") or "").splitlines()[:1]
+        said.append(f"ok, {rate:,.0f} samples/s" if status == "ok" and rate
+                    else status + (f" ({error[0][:160]})" if error else ""))
+    return ": " + "; ".join(said) if said else ""
+
+
+class LogHandler(LogHandlerBase):
+    def __post_init__(self):
+        stream = sys.stdout if self.common_settings.stdout else sys.stderr
+        # what passes through is said by Snakemake's own console handler, as without this plugin
+        self.snakemake_own = ColorizingTextHandler(nocolor=self.common_settings.nocolor, stream=stream)
+        self.stream = stream
+        self.jobs = {}      # jobid -> (label, outputs, started)
+        self.finished = []  # the lines of jobs that ended, said with the count Snakemake gives next
+
+    def say(self, text):
+        self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
+        self.stream.flush()
+
+    def emit(self, record):
+        event = get_event(record)
+        if self.common_settings.dryrun or (self.settings and self.settings.detail) or event not in JOB_DETAIL:
+            self.snakemake_own.setFormatter(self.formatter)   # Snakemake's, set on this handler
+            self.snakemake_own.emit(record)
+        elif event == LogEvent.JOB_INFO and (what := label(record.rule_name, record.wildcards)):
+            self.jobs[record.jobid] = (what, list(record.output or []), time.monotonic())
+            self.say(what)
+        elif event == LogEvent.JOB_FINISHED and record.job_id in self.jobs:
+            what, outputs, started = self.jobs.pop(record.job_id)
+            self.finished.append(f"{what}{record_outcome(outputs)}, {time.monotonic() - started:.0f} s")
+        elif event == LogEvent.PROGRESS:
+            for line in self.finished:
+                self.say(f"[{record.done}/{record.total}] {line}")
+            self.finished = []
+            if record.done == record.total:
+                self.say(f"{record.done} of {record.total} steps done")
+
+    def close(self):
+        for line in self.finished:
+            self.say(line)
+        super().close()
+
+    @property
+    def writes_to_stream(self):
+        return True
+
+    @property
+    def writes_to_file(self):
+        return False
+
+    @property
+    def has_filter(self):
+        return False   # Snakemake's own filter (--quiet, --printshellcmds, levels)
+
+    @property
+    def has_formatter(self):
+        return False   # Snakemake's own formatter for everything this handler passes through
+
+    @property
+    def needs_rulegraph(self):
+        return False
