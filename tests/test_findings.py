@@ -126,12 +126,12 @@ def points_row(framework, mode, mean, low, high, devices=1):
             "contended": False}
 
 
-def run_summary(tmp_path, points, ratios):
+def run_summary(tmp_path, points, ratios, runs=({"numerics": "flush"},), frameworks=FRAMEWORKS):
     tables = tmp_path / "tables"
     tables.mkdir()
     pd.DataFrame(points).to_csv(tables / "mnist-points.csv", index=False)
     pd.DataFrame(ratios).to_csv(tables / "mnist-ratios.csv", index=False)
-    pd.DataFrame([{"numerics": "flush"}]).to_csv(tables / "mnist-runs.csv", index=False)
+    pd.DataFrame(list(runs)).to_csv(tables / "mnist-runs.csv", index=False)
     pd.DataFrame([{"framework": f, "framework_version": "1.0", "library": None, "library_version": None,
                    "cpu": "TestCPU family 1", "cpu_flags": "avx avx2", "cpu_count": 2, "gpus": "none",
                    "git_commit": "abcdef1234567"} for f in FRAMEWORKS]).to_csv(tables / "mnist-environment.csv", index=False)
@@ -142,8 +142,33 @@ def run_summary(tmp_path, points, ratios):
                   "--points", str(tables / "mnist-points.csv"), "--ratios", str(tables / "mnist-ratios.csv"),
                   "--runs", str(tables / "mnist-runs.csv"), "--environment", str(tables / "mnist-environment.csv"),
                   "--replication", str(tables / "replication.csv"), "--figures", str(tmp_path / "figures"),
+                  "--frameworks", *frameworks, "--overview", str(tables / "findings-overview.csv"),
                   "--out", str(out), check=True)
     return out.read_text()
+
+
+def test_the_first_view_opens_on_every_framework_against_every_run_set_with_its_interval_and_why_not(tmp_path):
+    points = [points_row("pytorch", "eager", 100, 90, 110), points_row("tensorflow", "graph", 300, 250, 350),
+              {**points_row("mxnet", "hybrid", 280, 240, 320), "unstable": True}]
+    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
+              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
+              flagged(ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1), unstable=True)]
+    runs = [{"framework": "chainer", "batch": 64, "devices": 1, "status": "not_applicable", "numerics": "flush"},
+            {"framework": "jax", "batch": 64, "devices": 1, "status": "failed", "numerics": "flush"}]
+    frameworks = [*FRAMEWORKS, "chainer", "jax", "keras-jax"]
+    page = run_summary(tmp_path, points, ratios, runs, frameworks)
+    table = pd.read_csv(tmp_path / "tables" / "findings-overview.csv").set_index("framework")
+    assert list(table.index) == frameworks and set(table["run_set"]) == {"mnist"}
+    assert table.loc["tensorflow", "ratio_to_fastest"] == 1.0 and table.loc["tensorflow", "samples_per_s"] == 300
+    pytorch = table.loc["pytorch"]
+    assert (round(pytorch["ratio_to_fastest"], 3), round(pytorch["ci_low"], 3), round(pytorch["ci_high"], 3)) == (
+        0.333, 0.286, 0.4)
+    assert table.loc["mxnet", "flags"] == "unstable" and table.loc["mxnet", "ci_high"] > 1
+    assert table.loc["chainer", "status"] == "not applicable" and table.loc["jax", "status"] == "failed"
+    assert table.loc["keras-jax", "status"] == "not in this run set"
+    # the figure comes first, above the machine and the prose
+    assert page.index("Every framework on every run set") < page.index("<b>CPU</b>") < page.index("The fastest at each")
+    assert (tmp_path / "figures" / "overview.png").stat().st_size > 10_000
 
 
 def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separated_from(tmp_path):

@@ -415,6 +415,9 @@ def test_the_report_opens_on_what_the_run_found_in_a_browser(smoke_run):
     view = dom.stdout
     assert 'id="dlbench-findings"' in view and "What this run found" in view
     assert view.index("What this run found") < view.index("How the numbers are made")
+    # it opens on every framework against every run set, a figure and its table
+    assert view.index("Every framework on every run set") < view.index("The fastest at each point")
+    assert "findings-overview.csv" in view
     claims = pd.read_csv(smoke_run / "results" / "tables" / "findings-replication.csv")
     verdicts = re.findall(r'<td class="(?:holds|fails|open|absent)">([^<]+)</td>', view)
     assert sorted(verdicts) == sorted(claims["verdict"]) and "not measured here" in verdicts

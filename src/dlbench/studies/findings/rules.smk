@@ -18,6 +18,10 @@ rule findings:
         replication=report("results/tables/findings-replication.csv", caption="report/replication-table.rst",
                            category="findings", labels={"table": "the studies' claims, this run's verdicts"}),
         summary=FINDINGS_SUMMARY,
+        overview=report("results/tables/findings-overview.csv", caption="report/overview-table.rst", category="findings",
+                        labels={"table": "every framework on every run set"}),
+        overview_figure=report("results/figures/findings/overview.png", caption="report/overview-figure.rst",
+                               category="findings", labels={"figure": "every framework on every run set"}),
         ratios=[report(f"results/figures/findings/ratios-{name}.png", caption="report/ratios-figure.rst",
                        category="findings", labels={"figure": f"{name}: throughput against the reference"})
                 for name in TIMED_SETS],
@@ -49,4 +53,5 @@ rule findings:
         " && {params.python:q} {input.scripts[1]:q} --sets {params.sets:q} --samples {params.samples:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --runs {input.runs:q}"
         " --environment {input.environment:q} --replication {output.replication:q}"
+        " --frameworks {params.frameworks:q} --overview {output.overview:q}"
         " --figures results/figures/findings --out {output.summary:q}) > {log:q} 2>&1"

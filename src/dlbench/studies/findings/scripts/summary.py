@@ -160,6 +160,111 @@ def leaders(points, ratios, sample, seen=None):
     return sentences
 
 
+STATUS_TEXT = {"not_applicable": "not applicable", "failed": "failed", "absent": "not in this run set",
+               "no steady units": "no steady units"}
+
+
+def overview(sets, points_tables, ratios_tables, runs_tables, frameworks):
+    """One row per framework and timed run set: its steady throughput at the run set's headline point
+    (the point most frameworks ran, in their default modes) relative to the fastest there, with the
+    interval of that ratio and the flags of its point and ratio; or why it has none (not applicable,
+    failed, no steady units, not in this run set). Run sets that compare no frameworks are left out."""
+    rows = []
+    for name, points, ratios, runs in zip(sets, points_tables, ratios_tables, runs_tables):
+        if "framework" not in points or points["framework"].isna().all():
+            continue   # the image libraries' and the runtimes' run sets
+        points = in_default_mode(points).assign(subject=lambda f: subject_of(f))
+        keys = [k for k in point_keys(points) if k != "subject"]
+        groups = list(points.groupby(keys, dropna=False, sort=False)) if keys else [((), points)]
+        if not groups:
+            continue
+        _, group = max(groups, key=lambda g: g[1]["subject"].nunique())
+        best = group.sort_values("mean", ascending=False).iloc[0]
+        point = where(best, keys)
+        cross = cross_rows(ratios)
+        here = runs
+        for k in keys:
+            if k in here:
+                here = here[(here[k] == best[k]) | (here[k].isna() & pd.isna(best[k]))]
+        for framework in frameworks:
+            row = {"run_set": name, "point": point, "framework": framework, "fastest": best["subject"]}
+            mine = group[group["subject"] == framework]
+            if len(mine):
+                mine = mine.iloc[0]
+                flags = flags_of(mine)
+                if framework == best["subject"]:
+                    ratio, low, high = 1.0, float("nan"), float("nan")
+                else:
+                    ratio, low, high, ratio_flags = ratio_between(cross, keys, best, framework, best["subject"])
+                    flags = [f for f in dict.fromkeys(flags + ratio_flags)]
+                row.update(status="ok", samples_per_s=mine["mean"], ratio_to_fastest=ratio, ci_low=low, ci_high=high,
+                           repeats=mine.get("repeats"), flags=named(flags))
+            else:
+                statuses = set(here.loc[here["framework"] == framework, "status"]) if "status" in here else set()
+                status = next((s for s in ("failed", "not_applicable") if s in statuses),
+                              "no steady units" if statuses else "absent")
+                row.update(status=STATUS_TEXT[status], flags="")
+            rows.append(row)
+    columns = ["run_set", "point", "framework", "status", "samples_per_s", "ratio_to_fastest", "ci_low", "ci_high",
+               "repeats", "fastest", "flags"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def overview_figure(table, samples, path):
+    """Frameworks down, run sets across: each cell the framework's throughput over the fastest's at
+    the run set's headline point (1: the fastest, its own rate said), its 95% interval, a mark where
+    the point or ratio is flagged; a grey cell says why there is no number."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    sets = list(dict.fromkeys(table["run_set"]))
+    frameworks = list(dict.fromkeys(table["framework"]))
+    grid = np.full((len(frameworks), len(sets)), np.nan)
+    fig, ax = plt.subplots(figsize=(2.3 * len(sets) + 2.2, 0.62 * len(frameworks) + 1.8))
+    for _, r in table.iterrows():
+        i, j = frameworks.index(r["framework"]), sets.index(r["run_set"])
+        if r["status"] != "ok":
+            ax.text(j, i, r["status"].replace(" in this", "\nin this"), ha="center", va="center", fontsize=7,
+                    color="#555")
+            continue
+        grid[i, j] = r["ratio_to_fastest"]
+        flag = " *" if r["flags"] else ""
+        if r["framework"] == r["fastest"]:
+            text = f"fastest{flag}\n{fmt(r['samples_per_s'])} {samples.get(r['run_set'], 'samples')}/s"
+        elif pd.isna(r["ci_low"]):
+            text = f"{r['ratio_to_fastest']:.2f}{flag}\n(one repeat)"
+        else:
+            text = f"{r['ratio_to_fastest']:.2f}{flag}\n[{r['ci_low']:.2f}, {r['ci_high']:.2f}]"
+        ax.text(j, i, text, ha="center", va="center", fontsize=7.5,
+                color="white" if r["ratio_to_fastest"] < 0.45 else "black")
+    shown = np.ma.masked_invalid(grid)
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_bad("#eeeeee")
+    image = ax.imshow(shown, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+    points = dict(zip(table["run_set"], table["point"]))
+    ax.set_xticks(range(len(sets)), [f"{s}\n" + "\n".join(_wrap(points[s])) for s in sets], fontsize=7)
+    ax.set_yticks(range(len(frameworks)), frameworks, fontsize=8)
+    ax.tick_params(top=True, bottom=False, labeltop=True, labelbottom=False)
+    ax.grid(False)
+    fig.colorbar(image, ax=ax, fraction=0.04, pad=0.02, label="steady throughput / the fastest's")
+    note = "in each run set's headline point; [95% interval of the ratio]; * a flagged point or ratio (the table's flags)"
+    ax.set_xlabel(note, fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _wrap(text, width=26):
+    lines, line = [], ""
+    for word in str(text).split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return lines + ([line] if line else [])
+
+
 def forest(ratios, points, path, title, sample):
     """Every subject's steady throughput over the run set's reference (the denominator of its
     first comparison), at each point, with its interval."""
@@ -259,7 +364,17 @@ def summary(args):
                           else "no point ran two of them." if len(points) else "no run in this configuration.")
                        + "</li>")
         figures.append(inline_png(figure, f"{name}: throughput relative to the reference"))
-    parts = [STYLE, "<h2>What this run found</h2>", f"<p>{machine(environments, runs)}</p>",
+    table = overview(args.sets, [pd.read_csv(p) for p in args.points], [pd.read_csv(r) for r in args.ratios], runs,
+                     args.frameworks)
+    args.overview.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(args.overview, index=False)
+    at_a_glance = []
+    if len(table):
+        overview_figure(table, dict(zip(args.sets, args.samples)), args.figures / "overview.png")
+        at_a_glance = ["<h3>Every framework on every run set</h3>",
+                       inline_png(args.figures / "overview.png", "every framework against every run set"),
+                       f"<p><small>The same as a table: {report_link(args.overview, args.overview.name)}.</small></p>"]
+    parts = [STYLE, "<h2>What this run found</h2>", *at_a_glance, f"<p>{machine(environments, runs)}</p>",
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
              "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
              f"<p><b>The studies' {len(claims)} claims</b> ({link_down('dlbench-claims', 'below')}): "
@@ -284,6 +399,8 @@ def main():
     parser.add_argument("--environment", nargs="+", required=True, help="the environment tables")
     parser.add_argument("--replication", required=True)
     parser.add_argument("--figures", required=True, type=Path, help="folder of the forest plots")
+    parser.add_argument("--frameworks", nargs="+", required=True, help="the configured frameworks, in order")
+    parser.add_argument("--overview", required=True, type=Path, help="the framework x run set table to write")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     if not len(args.sets) == len(args.samples) == len(args.points) == len(args.ratios):
