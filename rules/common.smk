@@ -52,7 +52,7 @@ VENV_PREFIX = Path(
 ).expanduser().resolve()
 ENV_VARIANT = config["env_variant"]
 # Bring your own environment: {stack: interpreter} that run a stack's jobs instead of an environment
-# built from its env file (README, "Bring your own environment"). Used as given (a relative path
+# built from its env file (docs/environments.md, "Bring your own environment"). Used as given (a relative path
 # stays relative, so that a moved clone plans nothing again; a venv's bin/python is not resolved to
 # the Python it links to); a path that cannot run stops the workflow before anything runs.
 INTERPRETERS = {stack: os.path.expanduser(path) for stack, path in config["interpreters"].items()}

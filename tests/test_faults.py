@@ -139,7 +139,7 @@ def test_kill_9_leaves_no_training_behind(mnist_workflow, victim):
         gone = wait_for(lambda: not processes_in(mnist_workflow), 15)
         print(f"kill -9 of {victim}: no training process after {time.monotonic() - killed:.1f} s")
         assert gone, processes_in(mnist_workflow)
-        if victim == "snakemake":  # it could not let go of the folder: README says to --unlock first
+        if victim == "snakemake":  # it could not let go of the folder: docs/failure.md says to --unlock first
             snake.wait()
             assert list((mnist_workflow / ".snakemake" / "locks").glob("*.lock"))
     finally:

@@ -22,7 +22,7 @@ from gpu_envs import canonical, cuda_major, resolve  # noqa: E402
 ENVS = REPO / "envs"
 GPU_ENV_FILES = sorted((ENVS / "gpu").glob("*.yaml"))
 PREFIX = Path("/venvs")
-# Chainer 7 computes on GPUs through CuPy 7, whose wheels stop at Python 3.8: no GPU build (README, GPUs)
+# Chainer 7 computes on GPUs through CuPy 7, whose wheels stop at Python 3.8: no GPU build (docs/environments.md, "GPUs")
 CPU_ONLY = {"chainer"}
 
 

@@ -258,7 +258,7 @@ def parity_runs(smoke_data, tmp_path_factory):
 
 
 def test_each_framework_s_interpreter_starts_at_most_twice(tmp_path):
-    """Its forward and training cases in one interpreter, its 2-device case in another (README)."""
+    """Its forward and training cases in one interpreter, its 2-device case in another (docs/tests.md)."""
     folders = {kind: tmp_path / kind for kind in ("forward", "training")}
     for folder in folders.values():
         folder.mkdir()

@@ -231,6 +231,6 @@ def strip_docstrings(source):
 
 
 def test_the_tests_runs_take_one_thread_unless_they_ask_for_more():
-    """tests/specs.py: side by side on two cores, a run of two threads spins (README, "pytest")."""
+    """tests/specs.py: side by side on two cores, a run of two threads spins (docs/tests.md)."""
     assert {smoke_spec(name, "pytorch").threads for name in ("mnist", "imdb", "chestxray")} == {1}
     assert smoke_spec("mnist", "pytorch", threads=2).threads == 2

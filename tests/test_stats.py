@@ -325,7 +325,7 @@ def test_moderated_intervals_hold_the_truth_and_narrow_where_the_noise_is_shared
             own_widths.append(own_high / own_low)
     print(f"{spread}: held {held / 1200:.3f}; median width x{np.median(widths):.3f} against x{np.median(own_widths):.3f}")
     # where the points' noise differs tenfold, the prior pulls the noisiest points' variances down:
-    # 92.7% held at this seed (README, "Numbers with their spread")
+    # 92.7% held at this seed (docs/protocol.md, "Numbers with their spread")
     assert held >= (0.93 if spread == "shared" else 0.91) * 1200
     if spread == "shared":
         assert np.log(np.median(widths)) < 0.8 * np.log(np.median(own_widths))  # log width: the interval's +-

@@ -93,7 +93,7 @@ TRANSPARENT_HUGE_PAGES = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 def huge_pages():
     """The kernel's transparent huge page mode (always, madvise or never; None where it does not say).
     It decides what a page fault costs a framework whose allocator gives memory back every step
-    (README, "What makes two processes differ"): under `always` such a framework faults 2 MiB at a
+    (docs/fairness.md, "What makes two processes differ"): under `always` such a framework faults 2 MiB at a
     time, under `madvise` 4 KiB unless it asks."""
     try:
         text = TRANSPARENT_HUGE_PAGES.read_text()

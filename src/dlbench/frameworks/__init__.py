@@ -71,7 +71,7 @@ RECOMPUTING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # the memory
 # What no run of these pins can do, known from its spec alone: {(framework, spec field, value): why}.
 # Checked before the framework is imported (not_applicable_before_start), so that such a run is
 # recorded as not applicable without its framework's start-up (seconds, in every sweep that has it).
-# Both tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see README, "Horovod").
+# Both tried on 2026-11-25 with gcc 12.2 and cmake 3.25 (Gloo, no MPI; see docs/workloads.md, "Horovod").
 HOROVOD_TORCH = ("Horovod 0.28.1 (its last release) does not build against torch 2.13.0: its CMakeLists compiles "
                  "its torch ops as C++14 (horovod/torch/CMakeLists.txt:67), and torch's headers need C++17 "
                  "('#error C++17 or later compatible compiler is required to use PyTorch', horovod#3996, fixed "

@@ -59,7 +59,7 @@ def cudnn_autotune(on):
 
 def gpu_float32(policy):
     """CuPy's TF32 switch (CUPY_TF32, off as CuPy ships), read when CuPy loads. Chainer has no
-    GPU build here (README, GPUs): on the CPU its products are numpy's, float32."""
+    GPU build here (docs/environments.md, "GPUs"): on the CPU its products are numpy's, float32."""
     os.environ["CUPY_TF32"] = "1" if policy == "tf32" else "0"
     return {"CUPY_TF32": os.environ["CUPY_TF32"]}
 
@@ -84,11 +84,12 @@ def check(spec, device_kind):
 
 
 def mpiexec():
-    found = shutil.which("mpiexec")
+    """The env's own mpiexec (the `mpich` wheel's, beside this interpreter: the MPI mpi4py loads), else PATH's."""
+    own = Path(sys.executable).parent / "mpiexec"
+    found = str(own) if own.is_file() else shutil.which("mpiexec")
     if found is None:
-        raise FrameworkError("chainermn runs its processes with mpiexec, which is not on PATH: install an MPI "
-                             "(Debian: apt-get install mpich libmpich-dev) and build mpi4py against it "
-                             "(envs/chainer.yaml)")
+        raise FrameworkError(f"chainermn runs its processes with mpiexec, which is neither in {own.parent} nor on "
+                             "PATH: install the env's `mpich` package (envs/chainer.yaml)")
     return found
 
 

@@ -10,7 +10,7 @@ with `workers` worker processes (SerialIterator with 0), iterated once over the 
 Input "synthetic": the task's random tensors, gathered by index in this process and sent to
 the device each step. Input "resident": the same tensors, labels and the run's order sent to the
 device once, outside the clock, each batch gathered there (its array module's indexing).
-Chainer has no GPU build here (README, "GPUs"): its device is the CPU, where nothing is copied
+Chainer has no GPU build here (docs/environments.md, "GPUs"): its device is the CPU, where nothing is copied
 either way, and no GPU idiom (a CuPy stream copying ahead) is written. Evaluation reads the
 real images (centre crop) in every input through an iterator of its own.
 """
