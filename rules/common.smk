@@ -485,6 +485,8 @@ def report_runs(fail):
         lines.append("  the next invocation runs these runs again")
     if VARIANTS and Path("results/tables/ab.csv").exists():
         lines.append(ab_line(Path("results/tables/ab.csv")))
+    lines.append("dlbench report: snakemake --report results/report.html (with this invocation's --configfile), "
+                 "then open results/report.html")
     print("\n".join(lines), file=sys.stderr)
     if fail and failed:
         raise WorkflowError(f"{len(failed)} run(s) failed (fail_on_failed_runs is set)")

@@ -202,11 +202,15 @@ SMOKE_DATA = ("results/data/mnist/train-duplicate~1-images.npy", "results/data/i
               "results/data/chestxray/264/pillow-simd-jpeg.csv")
 
 
+SMOKE_CONSOLE = "smoke-run-console.txt"
+
+
 @pytest.fixture(scope="session")
 def smoke_run(workflow_copy):
     """The session's one smoke run (presets/smoke.yaml, in the session's workflow copy) and its
     report: every test that reads the workflow's records and tables reads them here."""
     proc = snakemake("--cores", "2", "--configfile", "presets/smoke.yaml", cwd=workflow_copy)
+    (workflow_copy / SMOKE_CONSOLE).write_text(proc.stderr)   # what its terminal said (tests/test_console.py)
     failed = failed_runs(proc.stderr)
     # A failed run would fail most of the tests that read the run (its record, its tables, the
     # reruns it plans), each in its own words: they all stop here instead, on what failed.

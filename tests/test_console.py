@@ -1,0 +1,64 @@
+"""The console (plugins/logger, profiles/default's `logger: dlbench`): a line per training job when it
+starts and one when it ends, with its status and throughput and Snakemake's count of steps; no job's
+inputs or shell command in the terminal, all of them in Snakemake's log file; the end says how the
+runs stand and where the report is. docs/console.md says what these tests hold it to."""
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SMOKE_CONSOLE
+
+sys.path.insert(0, str(REPO / "plugins" / "logger"))
+from snakemake_logger_plugin_dlbench import LABELS, label, readable, record_outcome  # noqa: E402
+
+
+def test_a_job_is_said_in_a_few_words_its_run_id_as_key_value():
+    assert readable("model~small_duplicate~1_batch~256_max_len~100_repeat~2") == (
+        "model=small duplicate=1 batch=256 max_len=100 repeat=2")
+    assert label("train", {"run_set": "mnist", "subject": "pytorch", "run": "batch~64_variant~b_repeat~3"}) == (
+        "run mnist pytorch batch=64 variant=b repeat=3")
+    assert label("plot_mnist", {}) is None and "plan_repeats" in LABELS
+
+
+def test_a_job_s_end_says_its_record_s_status_and_throughput(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runs = tmp_path / "results" / "runs" / "mnist" / "pytorch"
+    runs.mkdir(parents=True)
+    (runs / "a.json").write_text(json.dumps({"status": "ok", "summary": {"samples_per_s": 7725.4}}))
+    (runs / "b.json").write_text(json.dumps({"status": "failed", "error": "training process failed (exit code -9; "
+                                                                          "out of memory)\nTraceback"}))
+    assert record_outcome(["results/runs/mnist/pytorch/a.json"]) == ": ok, 7,725 samples/s"
+    assert record_outcome(["results/runs/mnist/pytorch/b.json"]) == (
+        ": failed (training process failed (exit code -9; out of memory))")
+    assert record_outcome(["results/runs/mnist/pytorch/c.json"]) == ": no record written"
+    assert record_outcome(["results/tables/mnist-runs.csv"]) == ""
+
+
+@pytest.mark.slow
+def test_the_smoke_run_s_console_is_a_line_per_job_and_the_detail_stays_in_the_log_file(smoke_run):
+    said_at = (smoke_run / SMOKE_CONSOLE).stat().st_mtime
+    console = (smoke_run / SMOKE_CONSOLE).read_text()
+    lines = console.splitlines()
+    # the smoke run's records (later tests add and change records of their own in this folder)
+    records = sorted(p for p in smoke_run.glob("results/runs/*/*/*.json") if p.stat().st_mtime <= said_at)
+    assert records
+    # each training job: a line when it starts, one when it ends with its outcome and the count of steps
+    for record in records:
+        run_set, subject, run = record.parent.parent.name, record.parent.name, record.stem
+        said = f"run {run_set} {subject} {readable(run)}"
+        status = json.loads(record.read_text())["status"]
+        ends = [line for line in lines if re.search(rf"\[\d+/\d+\] {re.escape(said)}: ", line)]
+        assert any(line.endswith(said) for line in lines), said
+        assert len(ends) == 1 and (" ok, " in ends[0] if status == "ok" else status.replace("_", " ") in ends[0]), ends
+    assert "Shell command:" not in console and "    input: " not in console
+    # what the terminal leaves out is in Snakemake's log file
+    log = max((smoke_run / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda p: p.stat().st_mtime)
+    detail = log.read_text()
+    assert "Shell command:" in detail and "dlbench.harness" in detail
+    # short: two lines a training job, and a few dozen for the rest (Snakemake's header and job table)
+    assert len(lines) <= 2 * len(records) + 150, len(lines)
+    assert re.search(r"^dlbench runs: \d+ ok", console, re.M)
+    assert "dlbench report: snakemake --report results/report.html" in console
