@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -62,3 +63,59 @@ def test_the_smoke_run_s_console_is_a_line_per_job_and_the_detail_stays_in_the_l
     assert len(lines) <= 2 * len(records) + 150, len(lines)
     assert re.search(r"^dlbench runs: \d+ ok", console, re.M)
     assert "dlbench report: snakemake --report results/report.html" in console
+
+
+def handler(detail=False, dryrun=False):
+    import logging
+
+    from snakemake.logging import DefaultFormatter
+    from snakemake_logger_plugin_dlbench import LogHandler, LogHandlerSettings
+
+    settings = SimpleNamespace(dryrun=dryrun, stdout=False, nocolor=True, quiet=set(), printshellcmds=True,
+                               show_failed_logs=True, verbose=False, debug_dag=False)
+    made = LogHandler(settings, LogHandlerSettings(detail=detail))
+    made.setFormatter(DefaultFormatter(set(), True))   # Snakemake sets its own (has_formatter is False)
+    made.setLevel(logging.INFO)
+    return made
+
+
+def event(kind, msg="", **fields):
+    import logging
+
+    record = logging.LogRecord("snakemake", logging.INFO, __file__, 1, msg, None, None)
+    record.__dict__.update(event=kind, **fields)
+    return record
+
+
+def job_info(jobid, rule, wildcards, output=()):
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    return event(LogEvent.JOB_INFO, f" Rule: {rule}, Jobid: {jobid}", jobid=jobid, rule_msg=None, rule_name=rule,
+                 local=False, input=["a"] * 50, output=list(output), log=[], benchmark=None, wildcards=wildcards,
+                 reason="Missing output files", resources={}, priority=1, threads=2, indent=False,
+                 is_checkpoint=False, printshellcmd=True, is_handover=False, shellcmd="exec python -m dlbench.harness")
+
+
+def test_the_console_says_a_training_job_twice_and_the_rest_as_snakemake_does(capsys, tmp_path, monkeypatch):
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    monkeypatch.chdir(tmp_path)
+    record = "results/runs/mnist/pytorch/batch~64_repeat~1.json"
+    (tmp_path / record).parent.mkdir(parents=True)
+    (tmp_path / record).write_text(json.dumps({"status": "ok", "summary": {"samples_per_s": 1234.0}}))
+    console = handler()
+    wildcards = {"run_set": "mnist", "subject": "pytorch", "run": "batch~64_repeat~1"}
+    for made in (job_info(7, "train", wildcards, [record]), event(LogEvent.SHELLCMD, "exec python", cmd="exec python"),
+                 job_info(8, "plot_mnist", {}), event(LogEvent.JOB_FINISHED, "Finished jobid: 8", job_id=8),
+                 event(LogEvent.PROGRESS, "", done=2, total=9),
+                 event(LogEvent.JOB_FINISHED, "Finished jobid: 7", job_id=7),
+                 event(LogEvent.PROGRESS, "", done=3, total=9), event(None, "a warning of Snakemake's")):
+        console.handle(made)
+    said = capsys.readouterr().err.splitlines()
+    assert [line[9:] for line in said[:-1]] == ["run mnist pytorch batch=64 repeat=1",
+                                                "[3/9] run mnist pytorch batch=64 repeat=1: ok, 1,234 samples/s, 0 s"]
+    assert said[-1] == "a warning of Snakemake's"
+    # --logger-dlbench-detail (and a dry run): Snakemake's own listing
+    detailed = handler(detail=True)
+    detailed.handle(job_info(7, "train", wildcards, [record]))
+    assert "rule train:" in capsys.readouterr().err
