@@ -206,7 +206,7 @@ def densenet_scales(tables):
     if rows.empty:
         return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
                    "DenseNet ran on one device only (chestxray.devices; 1 and 2 in presets/paper.yaml). The study's "
-                   "N GPUs: no GPU on this machine (docs/environments.md, "GPUs")")
+                   "N GPUs: no GPU on this machine (docs/environments.md, 'GPUs')")
     figures = "; ".join(f"{r['framework']} {r['comparison']}: {figure_of(r)}" for _, r in rows.iterrows())
     return row(DENSENET_STUDY, claim, by_intervals(rows), criterion, figures,
                "results/figures/chestxray/train-minutes.png", "chestxray-ratios.csv")
@@ -273,7 +273,7 @@ def tensorflow_scales_better(tables):
     pt = devices_ratios(ratios, "pytorch", "data-parallel")
     if pt.empty or tf.empty:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion,
-                   "PyTorch DataParallel runs on GPUs only: not applicable on this machine's CPU (docs/environments.md, "GPUs")"
+                   "PyTorch DataParallel runs on GPUs only: not applicable on this machine's CPU (docs/environments.md, 'GPUs')"
                    if pt.empty else "TensorFlow ran no MirroredStrategy point (mnist.strategies.tensorflow)")
     keys = [k for k in ("model", "batch", "duplicate", "comparison") if k in tf]
     both = tf.merge(pt, on=keys, suffixes=("_tf", "_pt"))
