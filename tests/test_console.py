@@ -109,7 +109,8 @@ def test_the_console_says_a_training_job_twice_and_the_rest_as_snakemake_does(ca
                  job_info(8, "plot_mnist", {}), event(LogEvent.JOB_FINISHED, "Finished jobid: 8", job_id=8),
                  event(LogEvent.PROGRESS, "", done=2, total=9),
                  event(LogEvent.JOB_FINISHED, "Finished jobid: 7", job_id=7),
-                 event(LogEvent.PROGRESS, "", done=3, total=9), event(None, "a warning of Snakemake's")):
+                 event(LogEvent.PROGRESS, "", done=3, total=9), event(None, "Select jobs to execute..."),
+                 event(None, "a warning of Snakemake's")):
         console.handle(made)
     said = capsys.readouterr().err.splitlines()
     assert [line[9:] for line in said[:-1]] == ["run mnist pytorch batch=64 repeat=1",

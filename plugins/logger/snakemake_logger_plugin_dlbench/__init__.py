@@ -59,6 +59,8 @@ def label(rule, wildcards):
         return rule
 
 
+# Snakemake's word before each choice of jobs: a line per job, said by the job's own lines here
+SCHEDULING = "Select jobs to execute..."
 # the events of a job that its one line at the start and one at the end stand for
 JOB_DETAIL = {LogEvent.JOB_INFO, LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.SHELLCMD, LogEvent.PROGRESS}
 
@@ -95,6 +97,7 @@ class LogHandler(LogHandlerBase):
         # what passes through is said by Snakemake's own console handler, as without this plugin
         self.snakemake_own = ColorizingTextHandler(nocolor=self.common_settings.nocolor, stream=stream)
         self.stream = stream
+        self.detail = bool(self.settings and self.settings.detail)
         self.jobs = {}      # jobid -> (label, outputs, started)
         self.finished = []  # the lines of jobs that ended, said with the count Snakemake gives next
 
@@ -104,7 +107,9 @@ class LogHandler(LogHandlerBase):
 
     def emit(self, record):
         event = get_event(record)
-        if self.common_settings.dryrun or (self.settings and self.settings.detail) or event not in JOB_DETAIL:
+        if not self.common_settings.dryrun and not self.detail and event is None and record.getMessage() == SCHEDULING:
+            return
+        if self.common_settings.dryrun or self.detail or event not in JOB_DETAIL:
             self.snakemake_own.setFormatter(self.formatter)   # Snakemake's, set on this handler
             self.snakemake_own.emit(record)
         elif event == LogEvent.JOB_INFO and (what := label(record.rule_name, record.wildcards)):
