@@ -17,6 +17,14 @@ lifted for all three: in a duet the other side is the neighbour by design).
 
     PYTHONPATH=src python benchmarks/duet.py results/runs/mnist/pytorch/<run id>.json --pairs 6 \
         --python ~/.cache/dlbench/venvs/pytorch-*/bin/python --out duet.json
+
+With --results, the same figures from a finished workflow run of both schedules side by side
+(presets/duet.yaml: a sequential A/A variant and a duet one): per point and variant, the pairs are
+its repeats (repeat r of the variant with repeat r of its side: the framework's run, or the duet's
+framework side), a pair's time the wall time of its two runs (sequential: their sum; duet: the
+longer, they ran at once).
+
+    python benchmarks/duet.py --results results
 """
 import argparse
 import json
@@ -77,13 +85,51 @@ def summary(ratios, seconds):
             "minutes_for_5pct": needed * float(np.mean(seconds)) / 60}
 
 
+def from_results(folder):
+    """{(run set, point, variant, schedule): (ratios, pair seconds)} of a finished run's A/B variants."""
+    records = [json.loads(p.read_text()) for p in sorted(Path(folder, "runs").glob("*/*/*.json"))]
+    records = [r for r in records if r["status"] == "ok" and r["summary"]["samples_per_s"]]
+    by_key = {}
+    for r in records:
+        point = {k: v for k, v in r["point"].items() if k not in ("variant", "duet")}
+        key = (r["run_set"], r["framework"], json.dumps(point, sort_keys=True))
+        by_key.setdefault(key, {})[(r["point"].get("variant"), r["point"].get("duet"), r["spec"]["repeat"])] = r
+    found = {}
+    for (run_set, framework, point), runs in by_key.items():
+        for variant, duet, repeat in runs:
+            if variant is None:
+                continue
+            base = runs.get((None, duet, repeat))
+            if base is None:
+                continue
+            side = runs[(variant, duet, repeat)]
+            ratio = side["summary"]["samples_per_s"] / base["summary"]["samples_per_s"]
+            seconds = max(side["wall_s"], base["wall_s"]) if duet else side["wall_s"] + base["wall_s"]
+            ratios, pair_s = found.setdefault((run_set, point, variant, "duet" if duet else "sequential"), ([], []))
+            ratios.append(ratio)
+            pair_s.append(seconds)
+    return found
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("record", type=Path, help="a record whose spec the pairs run")
+    parser.add_argument("record", type=Path, nargs="?", help="a record whose spec the pairs run")
+    parser.add_argument("--results", type=Path, help="a finished run's results folder: its A/B variants' figures")
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--python", default=sys.executable, help="the framework's interpreter (its venv's python)")
     args = parser.parse_args()
+    if args.results:
+        print("| run set | point | variant | schedule | pairs | A/A ratio CV | pairs for +-5% | s a pair | min for +-5% |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for (run_set, point, variant, schedule), values in sorted(from_results(args.results).items()):
+            r = summary(*values)
+            point = " ".join(f"{k}={v}" for k, v in json.loads(point).items() if k in ("model", "batch", "input"))
+            print(f"| {run_set} | {point} | {variant} | {schedule} | {len(values[0])} | {r['cv']:.1%} | "
+                  f"{r['pairs_needed_5pct']} | {r['pair_s']:.1f} | {r['minutes_for_5pct']:.1f} |")
+        return
+    if args.record is None:
+        parser.error("give a record, or --results")
     spec = json.loads(args.record.read_text())["spec"]
     # no compile cache of the point's: each process compiles (or not) alike
     spec = {**spec, "compile_cache": {"directory": None, "fill": True}}
