@@ -134,7 +134,8 @@ def test_an_open_a_b_point_gets_another_round():
 
 AB_CONFIG = {
     "frameworks": ["pytorch"], "workloads": ["mnist"], "studies": [],
-    "variants": {"pytorch-b": {"framework": "pytorch", "allocator": "framework-default"}},
+    # sequential turns (the smoke preset's two runs at once leave a job one core, too few for a duet)
+    "variants": {"pytorch-b": {"framework": "pytorch", "allocator": "framework-default", "schedule": "sequential"}},
     "measurement": {"repeats": 2, "max_repeats": 2, "steady_units": 2, "min_unit_seconds": 0.0, "min_unit_steps": 2,
                     "max_unit_steps": 2, "max_warmup_units": 1, "runs_at_once": 2, "max_contended_reruns": 0},
     "mnist": {"models": ["small"], "batches": [64], "devices": [1], "modes": {"pytorch": ["eager"]},
@@ -165,7 +166,8 @@ def test_an_a_b_in_one_run_records_both_sides_gives_verdicts_and_reruns_only_the
     assert set(zip(runs_table["variant"].fillna(""), runs_table["allocator"])) == {
         ("", "fixed"), ("pytorch-b", "framework-default")}
     # a variant's setting changed: its runs and what reads them run again, the framework's do not
-    changed = {**AB_CONFIG, "variants": {"pytorch-b": {"framework": "pytorch", "denormals": "framework-default"}}}
+    changed = {**AB_CONFIG, "variants": {"pytorch-b": {"framework": "pytorch", "denormals": "framework-default",
+                                                       "schedule": "sequential"}}}
     (root / "changed.yaml").write_text(yaml.safe_dump(changed))
     dry = snakemake("-n", "--configfile", "changed.yaml", cwd=root)
     planned = [line.split("output: ")[1] for line in dry.stdout.splitlines() if "output: results/runs/" in line]
@@ -177,7 +179,7 @@ def test_a_variant_with_its_own_env_file_runs_in_its_venv_and_the_framework_in_i
     root = copy_workflow(tmp_path / "workflow")
     (root / "envs" / "pytorch-next.yaml").write_text((root / "envs" / "pytorch.yaml").read_text() + "# a pin changed\n")
     (root / "ab.yaml").write_text(yaml.safe_dump({**AB_CONFIG, "variants": {
-        "pytorch-next": {"framework": "pytorch", "env": "pytorch-next"}}}))
+        "pytorch-next": {"framework": "pytorch", "env": "pytorch-next", "schedule": "sequential"}}}))
     dry = snakemake("-n", "--configfile", "ab.yaml", "--forceall", cwd=root)
     jobs = [block for block in dry.stdout.split("\n\n") if "output: results/runs/mnist/" in block]
     assert len(jobs) == 4

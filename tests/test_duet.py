@@ -69,6 +69,22 @@ def test_a_duet_variant_is_measured_against_its_own_pair_not_against_its_framewo
     assert set(ratios(units, resamples=RESAMPLES)["comparison"]) == {"pytorch / jax", "d / pytorch"}
 
 
+def test_a_duet_s_verdict_is_taken_pair_by_pair_so_what_moves_both_sides_cancels():
+    """Each pair's machine (15% between pairs) moves both sides alike: the pairs' ratios agree within
+    1%, and their interval decides at 6 pairs what the sides' own spreads, taken apart, cannot."""
+    rng = np.random.default_rng(5)
+    machine = rng.lognormal(0, 0.15, 6)
+    sides = [[[100 * m * rng.lognormal(0, 0.01) for _ in range(3)] for m in machine] for _ in range(2)]
+    duet = table(point_rows("pytorch", sides[0], variant=np.nan, duet="d"),
+                 point_rows("pytorch", sides[1], variant="d", duet="d"))
+    apart = table(point_rows("pytorch", sides[0], variant=np.nan, duet=np.nan),
+                  point_rows("pytorch", sides[1], variant="d", duet=np.nan))
+    paired, unpaired = (ab_verdicts(units, resamples=RESAMPLES).iloc[0] for units in (duet, apart))
+    assert paired["verdict"] == "same" and paired["ci_high"] - paired["ci_low"] < 0.05
+    assert unpaired["verdict"].startswith("not resolved") and paired["repeats_needed"] < unpaired["repeats_needed"]
+    assert paired["ratio"] == pytest.approx(unpaired["ratio"])
+
+
 def test_a_round_that_plans_one_side_of_a_duet_plans_the_other():
     def record(name, values, point):
         steady = [{"kind": "steady", "index": i + 1, "wall_s": 1000 / v, "samples": 1000, "steps": 4,
@@ -103,6 +119,18 @@ def test_a_duet_with_threads_of_its_own_or_on_one_core_is_refused_naming_the_key
                                                                                   "schedule": "duet"}}}))
     proc = snakemake("-n", "--cores", "1", "--configfile", str(path), check=False)
     assert proc.returncode != 0 and "variants.d.schedule: a duet runs its two sides on half" in proc.stdout + proc.stderr
+
+
+def test_a_duet_of_two_env_files_runs_each_side_in_its_own_venv(tmp_path):
+    root = copy_workflow(tmp_path / "workflow")
+    (root / "envs" / "pytorch-next.yaml").write_text((root / "envs" / "pytorch.yaml").read_text() + "# a pin changed\n")
+    (root / "duet.yaml").write_text(yaml.safe_dump({**DUET_CONFIG, "variants": {
+        "pytorch-next": {"framework": "pytorch", "env": "pytorch-next"}}}))   # schedule: duet, the default
+    dry = snakemake("-n", "-p", "--configfile", "duet.yaml", "--forceall", cwd=root)
+    [job] = [block for block in dry.stdout.split("\n\n") if "rule train_duet:" in block and "repeat~1.json" in block]
+    command = job.split("dlbench.duet")[1]
+    sides = command.split("--side ")[1:]
+    assert len(sides) == 2 and "/pytorch-" in sides[0].split()[0] and "/pytorch-next-" in sides[1].split()[0], command
 
 
 DUET_CONFIG = {

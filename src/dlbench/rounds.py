@@ -27,7 +27,7 @@ from pathlib import PurePosixPath
 import pandas as pd
 
 from dlbench.sweep import duet_sides
-from dlbench.stats import change_verdict, comparisons, interval, point_key, repeats_of, variance_priors
+from dlbench.stats import change_verdict, comparison_interval, comparisons, point_key, variance_priors
 from dlbench.tables import units_table
 
 STOPS = ("resolved", "max_repeats", "budget")
@@ -61,8 +61,7 @@ def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=N
     priors = variance_priors(groups.items())
     counts = Counter()
     for c in found:
-        sides = [repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])]
-        _, low, high = interval(sides, confidence, resamples, seed, priors[c["num"][0]])
+        _, low, high = comparison_interval(c, groups, confidence, resamples, seed, priors)
         if not (decided(low, high, same_threshold) if c["ab"] else resolved(low, high, same_threshold)):
             counts.update([c["num"], c["den"]])
     return counts, groups

@@ -312,7 +312,7 @@ def comparisons(units, frameworks=None):
                 comparison = (f"{num} ({FRAMEWORKS[num].default_mode}) / {den} ({FRAMEWORKS[den].default_mode})"
                               if moded else f"{num} / {den}")
                 found.append(dict(num=names[num], den=names[den], comparison=comparison, framework="", fixed=fixed,
-                                  ab=False))
+                                  ab=False, paired=False))
 
     # one dimension within a framework
     for column, numerators, baseline, label in DIMENSIONS:
@@ -334,7 +334,9 @@ def comparisons(units, frameworks=None):
                     fixed["strategy"] = num[index["strategy"]]
                     comparison += f" ({num[index['strategy']]})"
                 found.append(dict(num=num, den=den, comparison=comparison, framework=num[1], fixed=fixed,
-                                  ab=column == AB))
+                                  ab=column == AB,
+                                  # a duet's two sides ran at the same time, pair by pair
+                                  paired=column == AB and DUET in index and not pd.isna(num[index[DUET]])))
     return keys, groups, found
 
 
@@ -348,8 +350,7 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
     rows = []
     for c in found:
         num, den = c["num"], c["den"]
-        ratio, low, high = interval([repeats_of(groups[num]), repeats_of(groups[den])], confidence, resamples, seed,
-                                    priors[num[0]])
+        ratio, low, high = comparison_interval(c, groups, confidence, resamples, seed, priors)
         sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
             "run_set": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
@@ -398,6 +399,46 @@ def mean_variance(repeats, n):
     return between / n + within / (n * m)
 
 
+def paired(after, before):
+    """Per repeat both sides ran (a duet's pairs: the same repeat number ran at the same time), the
+    log of after's mean steady throughput over before's."""
+    means = [{r: g["samples_per_s"].mean() for r, g in side.groupby("repeat")} for side in (after, before)]
+    return np.array([np.log(means[0][r] / means[1][r]) for r in sorted(means[0].keys() & means[1].keys())])
+
+
+def paired_interval(after, before, confidence):
+    """(value, low, high) of after / before (steady units, with their repeat), taken pair by pair (a duet,
+    config variants schedule: duet, where what the machine did in a pair it did to both sides): the
+    ratio of the points' estimates, and Student's t interval of the pairs' mean log ratio around it,
+    with n - 1 degrees of freedom. One pair: no interval."""
+    value = estimate(repeats_of(after)) / estimate(repeats_of(before))
+    logs = paired(after, before)
+    if len(logs) < 2:
+        return value, np.nan, np.nan
+    half = float(student_t.ppf((1 + confidence) / 2, len(logs) - 1)) * logs.std(ddof=1) / np.sqrt(len(logs))
+    return value, value * np.exp(-half), value * np.exp(half)
+
+
+def comparison_interval(c, groups, confidence, resamples, seed, priors):
+    """(value, low, high) of a comparison (`comparisons`): a duet's pair by pair (paired_interval),
+    any other's from its sides' hierarchical bootstraps (interval)."""
+    if c.get("paired"):
+        return paired_interval(groups[c["num"]], groups[c["den"]], confidence)
+    return interval([repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])], confidence, resamples, seed,
+                    priors[c["num"][0]])
+
+
+def comparison_repeats_needed(c, groups, threshold, confidence):
+    """Repeats (pairs, for a duet) per side for an interval of the comparison within +-threshold."""
+    if c.get("paired"):
+        logs = paired(groups[c["num"]], groups[c["den"]])
+        if len(logs) < 2:
+            return None
+        z = float(norm.ppf((1 + confidence) / 2))
+        return max(2, int(np.ceil((z * logs.std(ddof=1) / np.log(1 + threshold)) ** 2)))
+    return repeats_needed([repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])], threshold, confidence)
+
+
 def repeats_needed(sides, threshold, confidence):
     """Repeats per side that would bring the half-width of the interval of new / old (sides:
     [new, old]) to at most `threshold`: z * ratio * sqrt(sum of mean_variance(side, n) / side^2)
@@ -437,12 +478,12 @@ def ab_verdicts(units, threshold=0.05, confidence=0.95, resamples=2000, seed=0):
     rows = []
     for c in (c for c in found if c["ab"]):
         after, before = repeats_of(groups[c["num"]]), repeats_of(groups[c["den"]])
-        ratio, low, high = interval([after, before], confidence, resamples, seed, priors[c["num"][0]])
+        ratio, low, high = comparison_interval(c, groups, confidence, resamples, seed, priors)
         rows.append({"run_set": c["num"][0], "framework": c["framework"], AB: c["num"][keys.index(AB)],
                      **{k: v for k, v in c["fixed"].items() if k != AB},
                      "variant_mean": estimate(after), "framework_mean": estimate(before), "ratio": ratio,
                      "ci_low": low, "ci_high": high, "repeats": min(len(after), len(before)),
-                     "repeats_needed": repeats_needed([after, before], threshold, confidence),
+                     "repeats_needed": comparison_repeats_needed(c, groups, threshold, confidence),
                      "verdict": change_verdict(low, high, threshold, min(len(after), len(before)))})
     columns = ["run_set", "framework", AB, *[k for k in point if k != AB], "variant_mean", "framework_mean", "ratio",
                "ci_low", "ci_high", "repeats", "repeats_needed", "verdict"]
