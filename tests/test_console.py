@@ -32,6 +32,8 @@ def test_a_job_s_end_says_its_record_s_status_and_throughput(tmp_path, monkeypat
     (runs / "b.json").write_text(json.dumps({"status": "failed", "error": "training process failed (exit code -9; "
                                                                           "out of memory)\nTraceback"}))
     assert record_outcome(["results/runs/mnist/pytorch/a.json"]) == ": ok, 7,725 samples/s"
+    (runs / "slow.json").write_text(json.dumps({"status": "ok", "summary": {"samples_per_s": 1.234}}))
+    assert record_outcome(["results/runs/mnist/pytorch/slow.json"]) == ": ok, 1.23 samples/s"
     assert record_outcome(["results/runs/mnist/pytorch/b.json"]) == (
         ": failed (training process failed (exit code -9; out of memory))")
     assert record_outcome(["results/runs/mnist/pytorch/c.json"]) == ": no record written"

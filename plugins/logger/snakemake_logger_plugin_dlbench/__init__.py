@@ -86,7 +86,8 @@ def record_outcome(outputs):
         status = str(record.get("status", "?")).replace("_", " ")
         rate = (record.get("summary") or {}).get("samples_per_s")
         error = (record.get("error") or "").splitlines()[:1]
-        said.append(f"ok, {rate:,.0f} samples/s" if status == "ok" and rate
+        said.append(f"ok, {rate:,.0f} samples/s" if status == "ok" and rate and rate >= 100
+                    else f"ok, {rate:.3g} samples/s" if status == "ok" and rate
                     else status + (f" ({error[0][:160]})" if error else ""))
     return ": " + "; ".join(said) if said else ""
 
