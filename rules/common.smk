@@ -265,7 +265,7 @@ def run_inputs(wildcards):
 
 
 def duet_side_wildcards(wildcards, side):
-    """The wildcards of one side of a duet job (rule train_duet) as rule train's would be: side
+    """The wildcards of one side of a duet job (rules/runs.smk, train_duet) as those of train would be; side
     "framework" (..._duet~<name>_repeat~N) or "variant" (..._variant~<name>_duet~<name>_repeat~N)."""
     variant = f"_variant~{wildcards.variant}" if side == "variant" else ""
     run = f"{wildcards.point}{variant}_duet~{wildcards.variant}_repeat~{wildcards.repeat}"
