@@ -100,10 +100,12 @@ def test_a_round_that_plans_one_side_of_a_duet_plans_the_other():
             name = f"batch~64{f'_variant~{variant}' if variant else ''}_duet~d_repeat~{repeat}"
             point = {"batch": 64, "duet": "d", **({"variant": variant} if variant else {})}
             records.append(record(name, (50 * rng.lognormal(0, 0.08) * rng.lognormal(0, 0.005, 3)).tolist(), point))
-    measurement = {"repeats": 3, "max_repeats": 6, "budget_minutes": 0.25, "same_threshold": 0.05,
+    measurement = {"repeats": 3, "max_repeats": 6, "budget_minutes": 0.1, "same_threshold": 0.05,
                    "confidence": 0.95, "resamples": RESAMPLES, "min_unit_seconds": 0.0, "max_other_cpus": 0.5}
     found = plan(records, 4, measurement)
-    # 15 s of budget: one side's 10 s fits, the other's not; the pair runs as one job all the same
+    # a pair's job took 10 s, half of it each side's: 6 s of budget fit one side's 5 s, not the other's;
+    # the pair runs as one job all the same
+    assert [p["cost_s"] for p in found["points"]] == [5.0, 5.0]
     assert sorted(p["status"] for p in found["points"]) == [ANOTHER_ROUND, "budget"]
     assert found["records"] == ["results/runs/mnist/pytorch/batch~64_duet~d_repeat~4.json",
                                 "results/runs/mnist/pytorch/batch~64_variant~d_duet~d_repeat~4.json"]

@@ -81,7 +81,8 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     for path, record in records:
         by_set.setdefault(record["run_set"], []).append(record)
         path_of[(record["run_set"], record["framework"], record["run_id"])] = path
-        wall[path] = record.get("wall_s") or 0.0
+        # a duet's two records are one job's: each carries half of its wall time
+        wall[path] = (record.get("wall_s") or 0.0) * (0.5 if duet_sides(path) else 1.0)
     spent = sum(s for path, s in wall.items() if int(REPEAT.search(path).group(1)) > m["repeats"])
     budget = 60.0 * m["budget_minutes"]
     points = []
@@ -114,7 +115,7 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
         else:
             point["status"] = "budget"
     chosen = [p["next"] for p in points if p["status"] == ANOTHER_ROUND]
-    # a duet's two sides run as one job: a side chosen brings the other (its cost was counted once more)
+    # a duet's two sides run as one job: a side chosen brings the other
     chosen = list(dict.fromkeys(side for path in chosen for side in (duet_sides(path) or [path])))
     for point in points:
         point["cost_s"] = round(point["cost_s"], 3)
