@@ -73,6 +73,9 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         # what a study reads of the workloads is what they declare
         ({"memory": {"batches": {"cifar": [8]}}},
          "config memory.batches.cifar: cifar declares no MEMORY_BATCHES: the memory pass measures mnist, imdb, chestxray"),
+        # the A/B's positive control (docs/ab.md): a fraction of the throughput, below a half
+        ({"variants": {"pytorch-slow": {"framework": "pytorch", "environment": {"DLBENCH_PLANTED_SLOWDOWN": "0.5"}}}},
+         "config variants.pytorch-slow.environment: DLBENCH_PLANTED_SLOWDOWN=0.5: a fraction of the throughput"),
         ({"onnx": {"models": ["resnet"]}}, "config onnx.models: unknown model 'resnet' (the workloads' EXPORTS: "
                                             "mnist-small, imdb-lstm, densenet)"),
     ],
@@ -261,3 +264,12 @@ def test_a_working_folder_other_than_the_clone_reads_the_workflow_s_own_config(t
     [line] = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if "Config file(s):" in line]
     assert f"{REPO}/config.yaml" in line and "smoke.yaml" in line, line
     assert "output: results/runs/mnist/" in proc.stdout
+
+
+@pytest.mark.parametrize("preset", sorted(path.name for path in (REPO / "presets").glob("*.yaml")))
+def test_every_preset_passes_the_config_checks(preset):
+    config = load_config(REPO / "config.yaml", REPO / "presets" / preset)
+    if preset == "ab.yaml":  # the A/B's calibration (docs/ab.md): an A/A and a planted 10% slowdown
+        aa = config["variants"]["pytorch-aa"]
+        assert not aa["environment"] and not aa["env"] and aa["allocator"] is aa["denormals"] is aa["threads"] is None
+        assert config["variants"]["pytorch-planted"]["environment"] == {"DLBENCH_PLANTED_SLOWDOWN": "0.10"}

@@ -179,7 +179,7 @@ def test_every_process_plans_its_blocks_from_the_same_time():
     from dlbench.contract import Placement
 
     spec = SimpleNamespace(measure=measure(min_unit_seconds=1.0, min_unit_steps=4), global_batch=2, seed=0,
-                           convergence=Convergence(steps=0, eval_every=1), framework="fake")
+                           convergence=Convergence(steps=0, eval_every=1), framework="fake", environment=())
     own_seconds_per_step = {0: 0.26, 1: 0.24}  # 4 steps: 1.04 s and 0.96 s, either side of 1 s
     mean_seconds_per_step = sum(own_seconds_per_step.values()) / 2
 
@@ -246,7 +246,7 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
     from dlbench.result_file import ResultFile
 
     spec = SimpleNamespace(measure=measure(min_unit_seconds=0.0, min_unit_steps=4, max_contended_reruns=2),
-                           global_batch=2, seed=0, convergence=Convergence(steps=0, eval_every=1), framework="fake")
+                           global_batch=2, seed=0, convergence=Convergence(steps=0, eval_every=1), framework="fake", environment=())
 
     def mean_over_processes(rank, value):
         # the contention flag (0 or 1) as a collective gives it: process 0 meters 1 at every
@@ -279,6 +279,43 @@ def test_every_process_times_a_contended_unit_again_though_only_the_first_meters
     assert first == second and clock.plan.summary()["contended_reruns"] == 2
     kinds = [unit["kind"] for unit in clock.results.data["units"]]
     assert kinds[-5:] == ["contended", "contended", "steady", "steady", "steady"]
+
+
+def test_a_planted_slowdown_makes_every_block_take_its_share_longer_and_a_bad_one_is_refused_naming_it(tmp_path):
+    """The A/B's positive control (docs/ab.md): DLBENCH_PLANTED_SLOWDOWN=0.2 in a variant's
+    environment gives up a fifth of its throughput: every block, timed on the clock, takes 1/0.8
+    of its steps' own time, spent busy. Outside [0, 0.5) it is refused, naming the variable
+    (in the config: tests/test_config.py)."""
+    from types import SimpleNamespace
+
+    from dlbench.clock import PLANTED_SLOWDOWN, RunClock, now, planted_slowdown
+    from dlbench.contract import Placement
+    from dlbench.result_file import ResultFile
+
+    def units(environment):
+        spec = SimpleNamespace(measure=measure(min_unit_seconds=0.0, min_unit_steps=4), global_batch=2, seed=0,
+                               convergence=Convergence(steps=0, eval_every=1), framework="fake", environment=environment)
+        clock = RunClock(spec, Placement(0, 1, "cpu", 1, 1), FakeBackend(0, lambda rank, value: value),
+                         SimpleNamespace(n_train=64, epoch_info=lambda epoch: {}), ResultFile(tmp_path / "r.json"))
+        clock.meter = None
+        while (block := clock.upcoming()) is not None:
+            clock.start()
+            own = clock.started + block.steps * 0.01  # the steps' own time: 10 ms each
+            while now() < own:
+                pass
+            clock.stop(block.steps, None)
+        return [unit["wall_s"] / (unit["steps"] * 0.01) for unit in clock.results.data["units"]]
+
+    def median(values):
+        return sorted(values)[len(values) // 2]
+
+    # at least by construction; about that in the middle (this machine's other work lengthens some)
+    plain, slowed = units(()), units((f"{PLANTED_SLOWDOWN}=0.2", "OTHER=1"))
+    assert min(plain) >= 1.0 and median(plain) < 1.1, plain
+    assert min(slowed) >= 1.25 and median(slowed) < 1.35, slowed
+    for bad in ("0.5", "-0.1", "ten"):
+        with pytest.raises(ValueError, match=f"{PLANTED_SLOWDOWN}={bad}: a fraction"):
+            planted_slowdown([f"{PLANTED_SLOWDOWN}={bad}"])
 
 
 def test_steps_that_speed_up_twice_after_calibration_lengthen_the_unit_before_the_steady_units():

@@ -14,6 +14,25 @@ from dlbench.machine_load import CpuMeter
 from dlbench.record import contended_unit
 
 
+# A calibration variant's planted slowdown (docs/ab.md): the fraction of its throughput it gives up,
+# a known difference the A/B must call slower. Set as the variant's environment variable.
+PLANTED_SLOWDOWN = "DLBENCH_PLANTED_SLOWDOWN"
+
+
+def planted_slowdown(environment):
+    """The planted slowdown in a spec's environment (NAME=value items), 0.0 without one; a value
+    outside [0, 0.5) is refused, naming the variable."""
+    values = dict(item.split("=", 1) for item in environment)
+    text = values.get(PLANTED_SLOWDOWN, "0")
+    try:
+        fraction = float(text)
+    except ValueError:
+        fraction = -1.0
+    if not 0 <= fraction < 0.5:
+        raise ValueError(f"{PLANTED_SLOWDOWN}={text}: a fraction of the throughput, from 0 to below 0.5")
+    return fraction
+
+
 def now():
     """Seconds on the one clock of every measurement: time.perf_counter, monotonic and the finest
     the platform has."""
@@ -206,6 +225,7 @@ class RunClock:
         if results:  # the run's sample order, every process's slices: the same for every framework and placement
             results.update(order_sha256=hashlib.sha256(order.astype("int64", order="C")).hexdigest())
         self.steps_done = 0
+        self.planted = planted_slowdown(spec.environment)
         self.started = self.cpu_before = None
         self.first_started = None  # time.time() when the first block started (the start-up's end)
 
@@ -229,6 +249,11 @@ class RunClock:
         only wait on a value (JAX), else None (the loss sum is used)."""
         self.adapter.sync(self.placement, loss_sum if pending is None else pending)
         wall_s = now() - self.started
+        if self.planted:  # busy, as slower steps would be: the block takes 1 / (1 - planted) as long
+            end = self.started + wall_s / (1 - self.planted)
+            while now() < end:
+                pass
+            wall_s = now() - self.started
         # The next block is planned from the mean of the processes' times, the same number in
         # each: a process that planned from its own could run other blocks than the others and
         # wait for them in a collective forever (seen: JAX across nodes, in calibration).

@@ -7,6 +7,7 @@ dlbench.sweep's check_strategies, check_modes and check_batch).
 """
 import sys
 
+from dlbench.clock import planted_slowdown
 from dlbench.definitions import definition
 from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
@@ -102,6 +103,10 @@ def check_config(config):
         if variant.get("schedule") == "duet" and variant.get("threads"):
             raise ConfigError(f"config variants.{name}.threads: a duet's two sides run on half of the job's cores "
                               f"each, with half of its threads; leave threads out, or use schedule: sequential")
+        try:
+            planted_slowdown(f"{key}={value}" for key, value in variant.get("environment", {}).items())
+        except ValueError as error:
+            raise ConfigError(f"config variants.{name}.environment: {error}") from None
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "
