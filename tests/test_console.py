@@ -1,7 +1,8 @@
-"""The console (plugins/logger, profiles/default's `logger: dlbench`): a line per training job when it
-starts and one when it ends, with its status and throughput and Snakemake's count of steps; no job's
-inputs or shell command in the terminal, all of them in Snakemake's log file; the end says how the
-runs stand and where the report is. docs/console.md says what these tests hold it to."""
+"""The console (plugins/logger, profiles/default's `logger: dlbench`): a line per job when it ends,
+with its status and throughput and Snakemake's count of steps, and on a terminal the running job on
+the bottom line; no job's inputs or shell command in the terminal, all of them in Snakemake's log
+file; the end says how the runs stand and where the report is. docs/console.md says what these tests
+hold it to."""
 import json
 import re
 import sys
@@ -48,21 +49,23 @@ def test_the_smoke_run_s_console_is_a_line_per_job_and_the_detail_stays_in_the_l
     # the smoke run's records (later tests add and change records of their own in this folder)
     records = sorted(p for p in smoke_run.glob("results/runs/*/*/*.json") if p.stat().st_mtime <= said_at)
     assert records
-    # each training job: a line when it starts, one when it ends with its outcome and the count of steps
+    # each training job: one line, when it ends, with its outcome and the count of steps
     for record in records:
         run_set, subject, run = record.parent.parent.name, record.parent.name, record.stem
         said = f"run {run_set} {subject} {readable(run)}"
         status = json.loads(record.read_text())["status"]
         ends = [line for line in lines if re.search(rf"\[\d+/\d+\] {re.escape(said)}: ", line)]
-        assert any(line.endswith(said) for line in lines), said
         assert len(ends) == 1 and (" ok, " in ends[0] if status == "ok" else status.replace("_", " ") in ends[0]), ends
+    # no line of a job's start where the output is no terminal (here, a file)
+    assert not [line for line in lines if re.match(r"\d\d:\d\d:\d\d (run|duet|build) ", line)]
     assert "Shell command:" not in console and "    input: " not in console
     # what the terminal leaves out is in Snakemake's log file
     [log] = re.findall(r"^Complete log\(s\): (\S+)$", console, re.M)   # the smoke run's, as its end names it
     detail = Path(log).read_text()
     assert "Shell command:" in detail and "dlbench.harness" in detail
-    # short: two lines a training job, and a few dozen for the rest (Snakemake's header and job table)
-    assert len(lines) <= 2 * len(records) + 150, len(lines)
+    # short: a line a job, and a few dozen for the rest (Snakemake's header and job table)
+    job_lines = [line for line in lines if re.match(r"\d\d:\d\d:\d\d \[\d+/\d+\] ", line)]
+    assert len(lines) <= len(job_lines) + 150, len(lines)
     assert re.search(r"^dlbench runs: \d+ ok", console, re.M)
     assert "dlbench report: snakemake --report results/report.html" in console
 
@@ -98,7 +101,7 @@ def job_info(jobid, rule, wildcards, output=()):
                  is_checkpoint=False, printshellcmd=True, is_handover=False, shellcmd="exec python -m dlbench.harness")
 
 
-def test_the_console_says_a_training_job_twice_and_the_rest_as_snakemake_does(capsys, tmp_path, monkeypatch):
+def test_the_console_says_a_job_once_at_its_end_and_the_rest_as_snakemake_does(capsys, tmp_path, monkeypatch):
     from snakemake_interface_logger_plugins.common import LogEvent
 
     monkeypatch.chdir(tmp_path)
@@ -114,11 +117,51 @@ def test_the_console_says_a_training_job_twice_and_the_rest_as_snakemake_does(ca
                  event(LogEvent.PROGRESS, "", done=3, total=9), event(None, "Select jobs to execute..."),
                  event(None, "a warning of Snakemake's")):
         console.handle(made)
-    said = capsys.readouterr().err.splitlines()
-    assert [line[9:] for line in said[:-1]] == ["run mnist pytorch batch=64 repeat=1",
-                                                "[3/9] run mnist pytorch batch=64 repeat=1: ok, 1,234 samples/s, 0 s"]
+    said = capsys.readouterr().err.splitlines()   # no terminal: nothing of the job until its end
+    assert [line[9:] for line in said[:-1]] == ["[3/9] run mnist pytorch batch=64 repeat=1: ok, 1,234 samples/s, 0 s"]
     assert said[-1] == "a warning of Snakemake's"
     # --logger-dlbench-detail (and a dry run): Snakemake's own listing
     detailed = handler(detail=True)
     detailed.handle(job_info(7, "train", wildcards, [record]))
     assert "rule train:" in capsys.readouterr().err
+
+
+def test_on_a_terminal_the_running_job_is_the_bottom_line_until_its_end_replaces_it(tmp_path, monkeypatch):
+    """A real pseudo-terminal: what a user sees is the running job's line, and once it has ended, its
+    one line with the outcome; another message while it runs goes above it."""
+    import os
+    import pty
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+
+    monkeypatch.chdir(tmp_path)
+    record = "results/runs/mnist/pytorch/batch~64_repeat~1.json"
+    (tmp_path / record).parent.mkdir(parents=True)
+    (tmp_path / record).write_text(json.dumps({"status": "ok", "summary": {"samples_per_s": 1234.0}}))
+    leader, follower = pty.openpty()
+    terminal = os.fdopen(follower, "w")
+    monkeypatch.setattr(sys, "stderr", terminal)
+    console = handler()
+    wildcards = {"run_set": "mnist", "subject": "pytorch", "run": "batch~64_repeat~1"}
+
+    def screen():
+        """The terminal's lines as a user sees them: a carriage return and erase-line take the line back."""
+        text = os.read(leader, 65536).decode().replace("\r\n", "\n")
+        lines = [""]
+        for part in re.split(r"(\r\x1b\[K|\n)", text):
+            if part == "\n":
+                lines.append("")
+            elif part == "\r\x1b[K":
+                lines[-1] = ""
+            else:
+                lines[-1] += part
+        return [line[9:] if re.match(r"\d\d:\d\d:\d\d ", line) else line for line in lines]
+
+    console.handle(job_info(7, "train", wildcards, [record]))
+    assert screen() == ["run mnist pytorch batch=64 repeat=1 ..."]
+    console.handle(event(None, "a warning of Snakemake's"))
+    console.handle(event(LogEvent.JOB_FINISHED, "Finished jobid: 7", job_id=7))
+    console.handle(event(LogEvent.PROGRESS, "", done=3, total=9))
+    console.close()
+    terminal.close()
+    assert screen() == ["a warning of Snakemake's", "[3/9] run mnist pytorch batch=64 repeat=1: ok, 1,234 samples/s, 0 s", ""]

@@ -2,6 +2,7 @@
 together, each on half of the job's cores, and the A/B takes their ratio pair by pair. docs/ab.md says
 what these tests hold it to."""
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -151,6 +152,12 @@ def test_a_duet_runs_both_sides_at_once_on_their_halves_of_the_cores_and_gives_a
     (root / "duet.yaml").write_text(yaml.safe_dump(DUET_CONFIG))
     proc = snakemake("--cores", "2", "--configfile", "duet.yaml", cwd=root)
     assert "dlbench A/B: 1 points:" in proc.stderr
+    assert "duet: " not in proc.stderr  # where each side ran is in its own log, not the terminal
+    logs = root / "results" / "logs" / "runs" / "mnist" / "pytorch"
+    side_logs = sorted(logs.glob("*_duet~pytorch-d_repeat~1.log"))
+    assert len(side_logs) == 2
+    for log in side_logs:
+        assert re.fullmatch(r"duet: \S+_duet~pytorch-d_repeat~1 on CPUs [01]", log.read_text().splitlines()[0])
     runs = root / "results" / "runs" / "mnist" / "pytorch"
     for repeat in (1, 2):
         paths = sorted(runs.glob(f"*_duet~pytorch-d_repeat~{repeat}.json"), key=lambda p: "_variant~" in p.name)

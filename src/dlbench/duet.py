@@ -47,12 +47,12 @@ def main():
     repeat = json.loads(args.side[0][1])["repeat"]
     sides = []
     for (python, spec, out, log, attempt), cores in zip(args.side, halves(cpus, repeat)):
-        with open(log, "w") as log_file:
+        with open(log, "w") as log_file:  # its first line: where it ran (the terminal says nothing of it)
+            print(f"duet: {json.loads(spec)['run_id']} on CPUs {','.join(map(str, cores))}", file=log_file, flush=True)
             sides.append(subprocess.Popen(
                 [python, "-m", "dlbench.harness", "--spec", spec, "--out", out, "--attempt", attempt],
                 stdout=log_file, stderr=subprocess.STDOUT,
                 preexec_fn=lambda cores=cores: os.sched_setaffinity(0, cores)))
-        print(f"duet: {json.loads(spec)['run_id']} on CPUs {','.join(map(str, cores))}", file=sys.stderr, flush=True)
 
     def stop(signum, frame):
         for side in sides:

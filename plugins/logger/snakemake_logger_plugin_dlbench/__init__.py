@@ -1,12 +1,14 @@
 """dlbench's console (`--logger dlbench`, profiles/default): a quiet terminal for a long benchmark.
 
-A job of the rules in LABELS (the training runs, the environments, the data, the rounds) is one line
-when it starts ("12:03:04 run mnist pytorch model=small ... repeat=2") and one when it ends, with
-Snakemake's count of steps done and, for a run's record, its status and throughput ("12:03:45
-[131/209] run mnist pytorch ... repeat=2: ok, 7,725 samples/s, 41 s"). Other jobs say nothing
-while they go well. Their inputs, outputs and shell commands stay in Snakemake's log file
-(.snakemake/log/) and the jobs' own logs (results/logs/). Errors, warnings and every other message
-are Snakemake's own, as Snakemake formats them; a dry run is Snakemake's own listing, unchanged.
+A job of the rules in LABELS (the training runs, the environments, the data, the rounds) leaves one
+line when it ends: Snakemake's count of steps done, what the job was and, for a run's record, its
+status and throughput ("12:03:45 [131/209] run mnist pytorch ... repeat=2: ok, 7,725 samples/s,
+41 s"). On a terminal, the bottom line says the job running now ("12:03:04 run mnist pytorch
+model=small ... repeat=2 ...") until its end replaces it; where the output is no terminal (a file, a
+pipe) that line is left out. Other jobs say nothing while they go well. Their inputs, outputs and
+shell commands stay in Snakemake's log file (.snakemake/log/) and the jobs' own logs
+(results/logs/). Errors, warnings and every other message are Snakemake's own, as Snakemake formats
+them; a dry run is Snakemake's own listing, unchanged.
 """
 import json
 import re
@@ -61,7 +63,7 @@ def label(rule, wildcards):
 
 # Snakemake's word before each choice of jobs: a line per job, said by the job's own lines here
 SCHEDULING = "Select jobs to execute..."
-# the events of a job that its one line at the start and one at the end stand for
+# the events of a job that its line at the end (and on a terminal, its line while it runs) stand for
 JOB_DETAIL = {LogEvent.JOB_INFO, LogEvent.JOB_STARTED, LogEvent.JOB_FINISHED, LogEvent.SHELLCMD, LogEvent.PROGRESS}
 
 
@@ -98,27 +100,51 @@ class LogHandler(LogHandlerBase):
         # what passes through is said by Snakemake's own console handler, as without this plugin
         self.snakemake_own = ColorizingTextHandler(nocolor=self.common_settings.nocolor, stream=stream)
         self.stream = stream
+        self.live = stream.isatty()  # a terminal: the running job on its bottom line
         self.detail = bool(self.settings and self.settings.detail)
-        self.jobs = {}      # jobid -> (label, outputs, started)
+        self.jobs = {}      # jobid -> (label, outputs, started, when it started)
         self.finished = []  # the lines of jobs that ended, said with the count Snakemake gives next
+        self.showing = False  # the bottom line is the running job's
+
+    def clear(self):
+        if self.showing:
+            self.stream.write("\r\033[K")
+            self.showing = False
+
+    def show_running(self):
+        """On a terminal, the job that started last and still runs, on the bottom line (no newline)."""
+        if self.live and self.jobs:
+            what, _, _, at = list(self.jobs.values())[-1]
+            more = f" (and {len(self.jobs) - 1} more)" if len(self.jobs) > 1 else ""
+            self.stream.write(f"{at} {what}{more} ...")
+            self.showing = True
+        self.stream.flush()
 
     def say(self, text):
+        self.clear()
         self.stream.write(f"{time.strftime('%H:%M:%S')} {text}\n")
-        self.stream.flush()
+        self.show_running()
 
     def emit(self, record):
         event = get_event(record)
         if not self.common_settings.dryrun and not self.detail and event is None and record.getMessage() == SCHEDULING:
             return
+        if event == LogEvent.JOB_ERROR:  # no longer running: Snakemake's own message says how it failed
+            self.jobs.pop(getattr(record, "jobid", None), None)
         if self.common_settings.dryrun or self.detail or event not in JOB_DETAIL:
             self.snakemake_own.setFormatter(self.formatter)   # Snakemake's, set on this handler
+            self.clear()
             self.snakemake_own.emit(record)
+            self.show_running()
         elif event == LogEvent.JOB_INFO and (what := label(record.rule_name, record.wildcards)):
-            self.jobs[record.jobid] = (what, list(record.output or []), time.monotonic())
-            self.say(what)
+            self.jobs[record.jobid] = (what, list(record.output or []), time.monotonic(), time.strftime("%H:%M:%S"))
+            self.clear()
+            self.show_running()
         elif event == LogEvent.JOB_FINISHED and record.job_id in self.jobs:
-            what, outputs, started = self.jobs.pop(record.job_id)
+            what, outputs, started, _ = self.jobs.pop(record.job_id)
             self.finished.append(f"{what}{record_outcome(outputs)}, {time.monotonic() - started:.0f} s")
+            self.clear()
+            self.show_running()
         elif event == LogEvent.PROGRESS:
             for line in self.finished:
                 self.say(f"[{record.done}/{record.total}] {line}")
@@ -127,8 +153,11 @@ class LogHandler(LogHandlerBase):
                 self.say(f"{record.done} of {record.total} steps done")
 
     def close(self):
+        self.jobs.clear()
         for line in self.finished:
             self.say(line)
+        self.clear()
+        self.stream.flush()
         super().close()
 
     @property
