@@ -17,6 +17,7 @@ MNIST = {
     "nodes": [1],
     "strategies": {"pytorch": ["ddp", "dp"], "tensorflow": ["mirrored"], "mxnet": []},
     "modes": {name: [framework.default_mode] for name, framework in FRAMEWORKS.items()},
+    "precisions": ["float32"],
 }
 REPEATS = 2
 
@@ -56,19 +57,20 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
     space = Paramspace(frame, filename_params="*")
     assert space.wildcard_pattern == "_".join(f"{c}~{{{c}}}" for c in MNIST_COLUMNS)
     row = rows[-1]
-    assert run_id(row, MNIST_COLUMNS) == ("model~large_duplicate~4_batch~128_devices~4_nodes~1_strategy~mirrored_mode~graph_"
+    assert run_id(row, MNIST_COLUMNS) == ("model~large_duplicate~4_batch~128_devices~4_nodes~1_strategy~mirrored_mode~graph_precision~float32_"
                                              "repeat~2")
     instance = space.instance({c: str(row[c]) for c in MNIST_COLUMNS})
     assert {k: v if isinstance(v, str) else int(v) for k, v in instance.items()} == {c: row[c] for c in MNIST_COLUMNS}
 
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_for_every_framework():
-    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "modes": MNIST["modes"]}
+    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "modes": MNIST["modes"],
+            "precisions": ["float32"]}
     rows = imdb_grid({"imdb": imdb}, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 2 * 3 * 2
     # sparse runs exist for every framework: the others record them as not applicable
     assert {r["framework"] for r in rows if r["grad"] == "sparse"} == {"pytorch", "mxnet"}
-    assert run_id(rows[0], IMDB_COLUMNS) == "batch~64_workers~0_grad~dense_mode~eager_repeat~1"
+    assert run_id(rows[0], IMDB_COLUMNS) == "batch~64_workers~0_grad~dense_mode~eager_precision~float32_repeat~1"
 
 
 def test_every_point_runs_in_each_mode_named_and_a_framework_left_out_in_its_default():

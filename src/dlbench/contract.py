@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlbench import precision
 from dlbench.files import file_sha256
 from dlbench.weights import initial_weights, weights_sha256
 
@@ -102,6 +103,15 @@ class Workload:
     and may implement the classmethod check(spec, device_kind), which raises NotApplicable
     for a point without meaning in this framework.
 
+    Precision (dlbench.precision; a run set with precisions): the model trains, and predicts, in
+    `self.applied_precision` (float32, mixed-bfloat16, mixed-float16), in the framework's own idiom,
+    and the framework part implements
+        precision_ops(inputs) -> (ops, loss_scaling)   the compute operations of one forward pass
+                                   of the model on `inputs` (the task's precision_inputs()) under
+                                   that policy, as the framework ran them: a list of
+                                   dlbench.precision.op(name, dtype, flops); loss_scaling: whether
+                                   the training loss is scaled (a GradScaler, a LossScaleOptimizer)
+
     A framework whose idiom is its own training loop (Keras' model.fit) implements instead of
     batches and train_step:
         fit(clock)                 train every block of clock.upcoming(), one fit epoch per
@@ -120,6 +130,11 @@ class Workload:
 
     def __init__(self, spec, placement, adapter):
         self.spec, self.placement, self.adapter = spec, placement, adapter
+
+    @property
+    def applied_precision(self):
+        """The precision policy the framework part applies (dlbench.precision.applied)."""
+        return precision.applied(self.spec)
 
     @classmethod
     def check(cls, spec, device_kind):

@@ -21,7 +21,7 @@ def probe_spec(framework, policy, threads, gpu_float32="highest"):
     units = Measure(min_unit_seconds=0, min_unit_steps=1, max_unit_steps=1, warmup_tolerance=0.1,
                     max_warmup_units=1, steady_units=1, max_other_cpus=0.0, max_contended_reruns=0)
     return Run(run_set="probe", framework=framework, run_id="probe", repeat=1, seed=0, device_kind="cpu", devices=1, nodes=1,
-               strategy="none", mode=None, batch=1, threads=threads, measure=units, convergence=Convergence(0, 1),
+               strategy="none", mode=None, precision=None, batch=1, threads=threads, measure=units, convergence=Convergence(0, 1),
                timeout_s=60.0, numerics=policy, gpu_float32=gpu_float32,
                compile_cache=CompileCache(directory=None, fill=True), allocator="framework-default", variant=None, duet=None,
                environment=())

@@ -15,7 +15,8 @@ framework is imported once. What a framework fixes when its runtime starts must 
 in every task of a batch: the threads and the CPU device count (JAX's configure and
 TensorFlow's setup refuse a change); give tasks that differ there their own batch. After each
 task, one line on stdout: {"task": its index, "parameters": the model's trainable parameter
-count} ("initial_weights" too for train), or {"task": its index, "error": the traceback}; a
+count} ("initial_weights" too for train, and "precision", the record's proof of the precision it
+trained in, dlbench.precision), or {"task": its index, "error": the traceback}; a
 failed task does not stop the others, and the exit status is 1 if any failed.
 
 forward: the weights are PyTorch's state dict as numpy arrays (PyTorch's names and layouts are
@@ -37,6 +38,7 @@ import traceback
 
 import numpy as np
 
+from dlbench import precision
 from dlbench.clock import run_order
 from dlbench.protocol import adapter_of, workload_class
 from dlbench.specs import spec_from_dict
@@ -98,9 +100,11 @@ def dump_weights(spec, out):
 def train(spec, steps, out):
     workload = workload_for(spec)
     workload.build()
+    # the proof of the run's precision, as the protocol takes it: after the build, before the first step
+    measured = {"precision": precision.measure(spec, workload)} if spec.precision else {}
     np.save(out, np.asarray(train_losses(workload, steps), dtype=np.float64))
     workload.adapter.teardown(workload.placement)
-    return {"parameters": workload.parameter_count(), "initial_weights": workload.initial_weights}
+    return {"parameters": workload.parameter_count(), "initial_weights": workload.initial_weights, **measured}
 
 
 TASKS = {"forward": forward, "dump-weights": dump_weights, "train": train}

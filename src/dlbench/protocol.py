@@ -14,9 +14,14 @@ processes, for one point of a workload's sweep (`dlbench.specs`). Every process 
    the record counts its files before and after (a warm repeat adds none).
    The device is resolved the same way for every framework (`resolve_device`): `auto` uses
    GPUs when the machine has them; a framework that cannot see the machine's GPUs stops
-   before training, with a message naming it, rather than being compared on the CPU.
+   before training, with a message naming it, rather than being compared on the CPU. A 16-bit
+   precision on a CPU without that type's arithmetic is not applicable, in every framework alike
+   (`precision.hardware_reason`).
 2. Build, outside the clock: the workload module (`dlbench.workloads.<workload>.<framework>`)
-   builds its model, optimizer, datasets, loaders and loader worker pools (`build`).
+   builds its model, optimizer, datasets, loaders and loader worker pools (`build`), in the
+   run's precision (`spec.precision`, each framework's idiom). Then the proof of it: one forward
+   pass on a fixed batch, its compute operations as the framework ran them, the share of their
+   FLOPs in 16 bits (`dlbench.precision.measure`, the record's `precision`).
 3. The run's order: epochs of `epoch_order` back to back (each epoch's sample order comes
    from the seed and the epoch number alone, the same in every framework), as many steps as
    the run can take; each process takes its contiguous slice of every global batch
@@ -70,7 +75,7 @@ import sys
 import time
 from pathlib import Path
 
-from dlbench import nodes, numerics
+from dlbench import nodes, numerics, precision
 from dlbench.clock import RunClock, run_blocks, timed
 from dlbench.definitions import run_set, runs_as, workload_module
 from dlbench.errors import FrameworkError, NotApplicable
@@ -134,7 +139,7 @@ def startup_seconds(entered, set_up, built, prepared, first_block):
             "framework_s": entered - main_,  # the framework's import and start, the device, the launch of the processes
             "setup_s": set_up - entered,  # threads, devices, the process group (adapter.setup)
             "build_s": built - set_up,  # model, initial weights, optimizer, data and loaders (workload.build)
-            "numerics_s": prepared - built,  # the numerics probes (dlbench.numerics.measure) and the record
+            "numerics_s": prepared - built,  # the numerics and precision probes (dlbench.numerics, dlbench.precision)
             "first_batches_s": first_block - prepared}  # the run's order, the batches' iterable, a fit's set-up
 
 
@@ -163,6 +168,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        numerics=numerics.measure(spec, adapter, placement, gpu_float32_settings), cudnn_autotune=cudnn_autotune,
                        compile_cache={"directory": spec.compile_cache.directory, "fill": spec.compile_cache.fill,
                                       "settings": cache_settings, "files_before": cache_files_before},
+                       **({"precision": precision.measure(spec, workload)} if spec.precision else {}),
                        **adapter.describe(placement),
                        # the same list, written with every later update: what ran under the override
                        private_api_overrides=PRIVATE_API_OVERRIDES)
@@ -241,6 +247,8 @@ def main():
     adapter.compile_cache(cache)  # before anything compiles (Inductor and TensorFlow's XLA read variables)
     try:
         device_kind = resolve_device(spec.framework, spec.device_kind, adapter.visible_gpus(), len(gpus()), spec.devices)
+        if spec.precision and (reason := precision.hardware_reason(spec.precision, device_kind)):
+            raise NotApplicable(reason)
         adapter.check(spec, device_kind)
         workload_class(spec).check(spec, device_kind)
         adapter.launch(spec, run_process, (spec_to_dict(spec), result_path, device_kind))

@@ -6,7 +6,8 @@ workload's definition.py; dlbench.specs reads and writes them.
 One name per meaning, in every workload: `model` is the model's hyperparameters, `data` the
 paths of the prepared files a run reads, `batch` the per-device batch, `devices`, `nodes` and
 `strategy` the data-parallel setup (1, 1 and "none" where a workload has no other), `mode`
-the framework's execution mode (eager, compiled: see dlbench.frameworks).
+the framework's execution mode (eager, compiled: see dlbench.frameworks), `precision` the
+numeric precision the model trains in (dlbench.precision).
 """
 from dataclasses import dataclass
 
@@ -69,6 +70,7 @@ class Run:
     nodes: int           # machines the run spans (dlbench.nodes): devices // nodes on each
     strategy: str        # "none" on one device (no data-parallel engine), else the framework's data-parallel engine
     mode: str | None     # the framework's execution mode (dlbench.frameworks); None where a run set has none
+    precision: str | None  # float32, mixed-bfloat16 or mixed-float16 (dlbench.precision); None where a run set has none
     batch: int           # per device; the global batch is batch x devices
     threads: int         # CPU threads of the whole run
     measure: Measure

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable
 
+from dlbench import precision
 from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.spec_types import CompileCache, Convergence, Measure
@@ -115,7 +116,8 @@ def compile_cache(config, name, row, columns):
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.spec_types.Run), from the config, the workload's section,
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
-    the framework's default mode. Only the first measurement.convergence_repeats repeats train
+    the framework's default mode, and one without a precision, of a run set that has precisions, in
+    float32. Only the first measurement.convergence_repeats repeats train
     the convergence segments; a later repeat measures throughput only, from the same start.
     The same repeats compile cold into the point's compile cache (`compile_cache`), the later
     ones load from it."""
@@ -124,8 +126,10 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
         convergence = Convergence(steps=0, eval_every=convergence.eval_every)
     if "mode" in columns and "mode" not in row:
         row = {**row, "mode": FRAMEWORKS[row["framework"]].default_mode}
-    fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE, "mode": None,
-              **{k: row[k] for k in ("devices", "nodes", "strategy", "mode") if k in row}}
+    if "precision" in columns and "precision" not in row:
+        row = {**row, "precision": precision.DEFAULT}
+    fields = {"devices": 1, "nodes": 1, "strategy": SINGLE_DEVICE, "mode": None, "precision": None,
+              **{k: row[k] for k in ("devices", "nodes", "strategy", "mode", "precision") if k in row}}
     fields.update(fixed)
     measure = Measure(**{k: config["measurement"][k] for k in MEASURE_KEYS})
     # a variant's settings in place of the config's (config variants; its env is the workflow's to choose)

@@ -82,7 +82,10 @@ HOROVOD_TENSORFLOW = ("Horovod 0.28.1 (its last release) does not build against 
                       "highwayhash headers outside TensorFlow's include flags")
 NO_TORCH_DISTRIBUTION = ("keras.distribution runs on the JAX backend (and TensorFlow's) only in Keras 3.15.1, not "
                          "on torch; model.fit on the torch backend trains on one device")
+NO_CHAINER_BFLOAT16 = ("Chainer 7 has no bfloat16: its dtypes are numpy's and CuPy's (float16, float32, float64), and "
+                      "its mixed16 mode is float16")
 NOT_APPLICABLE = {
+    ("chainer", "precision", "mixed-bfloat16"): NO_CHAINER_BFLOAT16,
     ("pytorch", "strategy", "horovod"): HOROVOD_TORCH,
     ("tensorflow", "strategy", "horovod"): HOROVOD_TENSORFLOW,
     ("keras-torch", "strategy", "data-parallel"): NO_TORCH_DISTRIBUTION,

@@ -68,7 +68,7 @@ class ChestXraySpec(Run):
 
     def point(self):
         return {"input": self.input, "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy,
-                "mode": self.mode}
+                "mode": self.mode, "precision": self.precision}
 
 
 @dataclass(frozen=True)
@@ -122,26 +122,27 @@ class ChestXrayLoaderSpec(Run):
         return {"workers": self.workers}
 
 
-COLUMNS = ("input", "devices", "nodes", "strategy", "mode", "repeat")
+COLUMNS = ("input", "devices", "nodes", "strategy", "mode", "precision", "repeat")
 LOADER_COLUMNS = ("workers", "repeat")
 PREPROCESS_COLUMNS = ("library", "format", "repeat")
 DECODE_COLUMNS = ("library", "format", "workers", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, input, devices, nodes, strategy, mode, repeat}: real files, synthetic tensors
-    copied from the host or already on the device, 1 vs N devices, on 1 or N nodes, in each of the
-    framework's modes."""
+    """Rows {framework, input, devices, nodes, strategy, mode, precision, repeat}: real files, synthetic
+    tensors copied from the host or already on the device, 1 vs N devices, on 1 or N nodes, in each of
+    the framework's modes and each precision."""
     chestxray = config["chestxray"]
     return [
         {"framework": framework, "input": kind, "devices": devices, "nodes": nodes, "strategy": strategy,
-         "mode": mode, "repeat": repeat}
+         "mode": mode, "precision": precision, "repeat": repeat}
         for framework in frameworks
         for kind in chestxray["inputs"]
         for devices in chestxray["devices"]
         for nodes in chestxray["nodes"]
         for strategy in device_strategies(devices, nodes, chestxray["strategies"], framework)
         for mode in chestxray["modes"][framework]
+        for precision in chestxray["precisions"]
         for repeat in range(1, repeats + 1)
     ]
 

@@ -84,6 +84,11 @@ class ChestXray(Workload):
         """The test split's images, decoded and centre-cropped (the ONNX export's check)."""
         return np.concatenate(list(self.eval_inputs(self.eval_files["test"][0])))
 
+    def precision_inputs(self):
+        """The batch of the precision probe (dlbench.precision): a batch of the synthetic tensors,
+        whatever the run's input (an evaluation batch's shape)."""
+        return synthetic_set(self.spec.batch, self.spec.seed, self.spec.data.crop)[0]
+
     def final_evaluation(self):
         loss, per_pathology = self.scores("test")
         return {"test_loss": loss, "test_auc": {"macro": macro_auc(per_pathology), "per_pathology": per_pathology}}

@@ -45,21 +45,24 @@ class ImdbSpec(Run):
     data: ImdbData
 
     def point(self):
-        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "mode": self.mode}
+        return {"batch": self.batch, "workers": self.workers, "grad": self.grad, "mode": self.mode,
+                "precision": self.precision}
 
 
-COLUMNS = ("batch", "workers", "grad", "mode", "repeat")
+COLUMNS = ("batch", "workers", "grad", "mode", "precision", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, batch, workers, grad, mode, repeat} of the IMDB grid. Sparse embedding
+    """Rows {framework, batch, workers, grad, mode, precision, repeat} of the IMDB grid. Sparse embedding
     gradients are a PyTorch dimension; the other frameworks record them as not applicable."""
     imdb = config["imdb"]
     return [
-        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "mode": mode, "repeat": repeat}
+        {"framework": framework, "batch": batch, "workers": workers, "grad": grad, "mode": mode,
+         "precision": precision, "repeat": repeat}
         for framework in frameworks
-        for batch, workers, grad, mode, repeat in itertools.product(
-            imdb["batches"], imdb["workers"], imdb["grads"], imdb["modes"][framework], range(1, repeats + 1)
+        for batch, workers, grad, mode, precision, repeat in itertools.product(
+            imdb["batches"], imdb["workers"], imdb["grads"], imdb["modes"][framework], imdb["precisions"],
+            range(1, repeats + 1)
         )
     ]
 

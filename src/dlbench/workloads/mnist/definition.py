@@ -37,14 +37,14 @@ class MnistSpec(Run):
 
     def point(self):
         return {"model": self.model.name, "duplicate": self.duplicate, "batch": self.batch,
-                "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy, "mode": self.mode}
+                "devices": self.devices, "nodes": self.nodes, "strategy": self.strategy, "mode": self.mode, "precision": self.precision}
 
 
-COLUMNS = ("model", "duplicate", "batch", "devices", "nodes", "strategy", "mode", "repeat")
+COLUMNS = ("model", "duplicate", "batch", "devices", "nodes", "strategy", "mode", "precision", "repeat")
 
 
 def runs(config, frameworks, repeats):
-    """Rows {framework, model, duplicate, batch, devices, nodes, strategy, mode, repeat} of the MNIST grid."""
+    """Rows {framework, model, duplicate, batch, devices, nodes, strategy, mode, precision, repeat} of the MNIST grid."""
     mnist = config["mnist"]
     rows = []
     for framework in frameworks:
@@ -52,11 +52,11 @@ def runs(config, frameworks, repeats):
             mnist["models"], mnist["duplicates"], mnist["batches"], mnist["devices"], mnist["nodes"]
         ):
             strategies = device_strategies(devices, nodes, mnist["strategies"], framework)
-            for strategy, mode, repeat in itertools.product(strategies, mnist["modes"][framework],
-                                                            range(1, repeats + 1)):
+            for strategy, mode, precision, repeat in itertools.product(
+                    strategies, mnist["modes"][framework], mnist["precisions"], range(1, repeats + 1)):
                 rows.append({"framework": framework, "model": model, "duplicate": copies, "batch": batch,
                              "devices": devices, "nodes": nodes, "strategy": strategy, "mode": mode,
-                             "repeat": repeat})
+                             "precision": precision, "repeat": repeat})
     return rows
 
 

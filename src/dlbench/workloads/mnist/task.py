@@ -41,3 +41,7 @@ class Mnist(Workload):
     def test_inputs(self):
         """The test split's inputs, as the model reads them (the ONNX export's check)."""
         return self.test_images
+
+    def precision_inputs(self):
+        """The batch of the precision probe (dlbench.precision): the first evaluation batch."""
+        return self.test_images[:EVAL_BATCH]

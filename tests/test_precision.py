@@ -1,0 +1,169 @@
+"""One precision policy for every framework, and the proof of what ran (dlbench.precision).
+
+Pure: the record's summary of a forward pass's compute operations, the CPU's 16-bit arithmetic,
+the planted mismatch, the config's precisions as grid points and spec fields.
+
+Slow, in each framework's environment (`python -m dlbench.parity`'s train task, the smoke
+preset's data): from the shared start, on the same batches, each precision's first losses, and the
+precision each run measured. Under mixed-bfloat16 the measured precision is bfloat16 wherever
+PRECISION_FOLLOWED says the framework follows it, and its losses stay within BFLOAT16_TOLERANCE of
+float32's; with the mismatch planted (the policy requested, float32 applied) the check says
+"not followed"; Chainer's bfloat16 is not applicable, and so is every framework's float16 on a
+CPU without float16 arithmetic.
+"""
+import dataclasses
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import REPO, venv_python
+from dlbench import precision
+from dlbench.config import load_config
+from dlbench.definitions import run_set
+from dlbench.errors import NotApplicable
+from dlbench.frameworks import FRAMEWORKS, not_applicable_before_start
+from dlbench.specs import spec_to_dict
+from specs import smoke_spec
+from test_parity import case_spec, result_of, run_tasks
+
+
+def test_the_summary_measures_the_share_of_flops_in_16_bits():
+    ops = [precision.op("conv", "bfloat16", 90.0), precision.op("dense", "float32", 10.0)]
+    record = precision.summary("mixed-bfloat16", ops, loss_scaling=False)
+    assert record["measured"] == "mixed-bfloat16" and record["followed"]
+    assert record["share_16bit"] == pytest.approx(0.9) and record["shares"] == {"bfloat16": 0.9, "float32": 0.1}
+    assert record["ops"] == 2 and record["forward_flops"] == 100.0
+    # a policy requested and not applied: float32 ran
+    unapplied = precision.summary("mixed-bfloat16", [precision.op("conv", "float32", 1.0)], False)
+    assert unapplied["measured"] == "float32" and not unapplied["followed"]
+    # most FLOPs in float32 (an LSTM kept in float32): float32 measured
+    mostly = precision.summary("mixed-bfloat16", [precision.op("lstm", "float32", 60.0),
+                                                  precision.op("dense", "bfloat16", 40.0)], False)
+    assert mostly["measured"] == "float32" and not mostly["followed"]
+    # float16 without loss scaling is not the policy
+    assert not precision.summary("mixed-float16", [precision.op("conv", "float16", 1.0)], False)["followed"]
+    assert precision.summary("mixed-float16", [precision.op("conv", "float16", 1.0)], True)["followed"]
+    assert precision.summary("float32", [precision.op("conv", "float32", 1.0)], False)["followed"]
+    assert not precision.summary("float32", [], False)["followed"]  # nothing measured
+    with pytest.raises(ValueError, match="float32, mixed-bfloat16, mixed-float16"):
+        precision.summary("bf16", ops, False)
+
+
+def test_a_cpu_without_16_bit_arithmetic_runs_none_of_its_points(tmp_path):
+    assert precision.hardware_reason("mixed-bfloat16", "cpu", {"avx2", "avx512_bf16"}) is None
+    assert precision.hardware_reason("mixed-bfloat16", "cpu", {"amx_bf16"}) is None
+    reason = precision.hardware_reason("mixed-bfloat16", "cpu", {"avx2", "avx512f"})
+    assert "no bfloat16 arithmetic" in reason and "avx512_bf16" in reason
+    assert "no float16" in precision.hardware_reason("mixed-float16", "cpu", {"avx512_bf16"})
+    assert precision.hardware_reason("mixed-float16", "gpu", set()) is None  # the framework's to say
+    assert precision.hardware_reason("float32", "cpu", set()) is None
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse avx512_bf16\n\nprocessor\t: 1\n")
+    assert precision.cpu_flags(cpuinfo) == {"fpu", "sse", "avx512_bf16"}
+    assert precision.cpu_flags(tmp_path / "none") == set()
+
+
+def test_the_planted_mismatch_applies_float32_whatever_is_requested():
+    spec = smoke_spec("mnist", "pytorch", precision="mixed-bfloat16")
+    assert precision.applied(spec) == "mixed-bfloat16"
+    planted = dataclasses.replace(spec, environment=(f"{precision.PLANTED_MISMATCH}=1",))
+    assert precision.applied(planted) == "float32"
+    with pytest.raises(ValueError, match=precision.PLANTED_MISMATCH):
+        precision.applied(dataclasses.replace(spec, environment=(f"{precision.PLANTED_MISMATCH}=yes",)))
+
+
+def test_each_precision_is_a_point_of_the_grid_and_a_field_of_the_spec(tmp_path):
+    config = load_config(REPO / "config.yaml")
+    assert config["chestxray"]["precisions"] == ["float32", "mixed-bfloat16"]
+    assert config["mnist"]["precisions"] == ["float32"] and config["imdb"]["precisions"] == ["float32"]
+    rows = run_set("chestxray").rows(config, ["pytorch"], 1)
+    assert [row["precision"] for row in rows] == ["float32", "mixed-bfloat16"]
+    spec = run_set("chestxray").build(config, rows[1], 2)
+    assert spec.precision == "mixed-bfloat16" and "precision~mixed-bfloat16" in spec.run_id
+    assert spec.point()["precision"] == "mixed-bfloat16"
+    assert smoke_spec("chestxray-loader", "pytorch").precision is None  # no model, no precision
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("mnist: {precisions: [bf16]}\n")
+    with pytest.raises(Exception, match="bf16"):
+        load_config(REPO / "config.yaml", bad)
+    for preset in ("paper", "gpu"):
+        full = load_config(REPO / "config.yaml", REPO / "presets" / f"{preset}.yaml")
+        for workload in full["workloads"]:
+            assert full[workload]["precisions"] == list(precision.POLICIES), (preset, workload)
+
+
+def test_chainer_s_bfloat16_is_not_applicable_before_chainer_starts():
+    spec = smoke_spec("mnist", "chainer", precision="mixed-bfloat16")
+    with pytest.raises(NotApplicable, match="no bfloat16"):
+        not_applicable_before_start(spec)
+    not_applicable_before_start(smoke_spec("mnist", "chainer"))
+
+
+# (workload, grid row, steps): the parity test's cases (tests/test_parity.py), fewer steps
+CASES = {
+    "mnist-small": ("mnist", {"model": "small"}, 6),
+    "imdb-lstm": ("imdb", {"batch": 4}, 6),
+    "densenet21": ("chestxray", {"input": "synthetic", "batch": 2, "blocks": (2, 2, 2, 2)}, 4),
+}
+# What each framework's mixed-bfloat16 measures on a CPU, by case: True, its compute FLOPs in bfloat16;
+# False, the framework's own choice keeps them in float32 (the reason beside it).
+PRECISION_FOLLOWED = {
+    framework: dict.fromkeys(CASES, True) for framework in FRAMEWORKS if framework != "chainer"
+}
+# The loss of each of the first steps under mixed-bfloat16, relative to float32's from the same start.
+BFLOAT16_TOLERANCE = 5e-2
+
+
+def precision_tasks(framework, folder):
+    """{(case, variant): task}: float32, mixed-bfloat16, and mixed-bfloat16 with the mismatch planted."""
+    tasks = {}
+    for case, (workload, row, steps) in CASES.items():
+        for variant, policy, environment in (("float32", "float32", ()), ("bfloat16", "mixed-bfloat16", ()),
+                                             ("planted", "mixed-bfloat16", (f"{precision.PLANTED_MISMATCH}=1",))):
+            spec = dataclasses.replace(case_spec(workload, framework, {**row, "precision": policy}),
+                                       environment=environment)
+            spec = dataclasses.replace(spec, workers=0) if hasattr(spec, "workers") else spec
+            tasks[case, variant] = {"do": "train", "spec": spec_to_dict(spec), "steps": steps,
+                                    "out": str(folder / f"{case}-{variant}-{framework}.npy")}
+    return tasks
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", [f for f in FRAMEWORKS if f != "chainer"])
+def test_each_framework_s_mixed_bfloat16_runs_in_bfloat16_and_learns_as_float32(framework, smoke_data, tmp_path):
+    if precision.hardware_reason("mixed-bfloat16", "cpu"):
+        pytest.skip(precision.hardware_reason("mixed-bfloat16", "cpu"))
+    results = run_tasks(precision_tasks(framework, tmp_path), smoke_data, tmp_path)
+    for case in CASES:
+        float32, bfloat16, planted = (result_of(results, (case, v)) for v in ("float32", "bfloat16", "planted"))
+        print(f"\n{framework} {case}: float32 {float32['precision']['shares']}, bfloat16 "
+              f"{bfloat16['precision']['shares']} ({bfloat16['precision']['ops']} ops), planted "
+              f"{planted['precision']['shares']}")
+        assert float32["precision"]["measured"] == "float32" and float32["precision"]["followed"], float32
+        assert bfloat16["precision"]["followed"] == PRECISION_FOLLOWED[framework][case], bfloat16["precision"]
+        assert not bfloat16["precision"]["loss_scaling"]
+        # the planted mismatch: bfloat16 requested, float32 applied, and the check says so
+        assert planted["precision"]["measured"] == "float32" and not planted["precision"]["followed"], planted
+        reference, losses = np.load(float32["out"]), np.load(bfloat16["out"])
+        print("  float32 ", " ".join(f"{v:.5f}" for v in reference))
+        print("  bfloat16", " ".join(f"{v:.5f}" for v in losses))
+        assert np.all(np.isfinite(losses))
+        np.testing.assert_allclose(losses, reference, rtol=BFLOAT16_TOLERANCE)
+        np.testing.assert_allclose(np.load(planted["out"]), reference, rtol=1e-6)  # float32 ran
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", list(FRAMEWORKS))
+def test_float16_on_a_cpu_without_float16_arithmetic_is_not_applicable(framework, smoke_data, tmp_path):
+    reason = precision.hardware_reason("mixed-float16", "cpu")
+    if reason is None:
+        pytest.skip("this CPU has float16 arithmetic")
+    spec = smoke_spec("mnist", framework, precision="mixed-float16")
+    (tmp_path / "spec.json").write_text(json.dumps(spec_to_dict(spec)))
+    proc = subprocess.run([venv_python(framework), "-m", "dlbench.protocol", str(tmp_path / "spec.json"),
+                           str(tmp_path / "result.json")], cwd=smoke_data, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "result.json").read_text())
+    assert record["status"] == "not_applicable" and "no float16 arithmetic" in record["reason"], record
