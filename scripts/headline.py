@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlbench.stats import describe
+from dlbench.stats import FLAGS, describe
 
 
 def main():
@@ -20,8 +20,7 @@ def main():
     ratios = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     headline = pd.DataFrame({
         "comparison": [describe(row) for _, row in ratios.iterrows()],
-        **{key: ratios[key] for key in ("run_set", "ratio", "ci_low", "ci_high", "verdict", "unstable",
-                                        "below_minimum", "contended") if key in ratios},
+        **{key: ratios[key] for key in ("run_set", "ratio", "ci_low", "ci_high", "verdict", *FLAGS) if key in ratios},
     })
     tmp = args.out.with_name(args.out.name + ".tmp")
     headline.to_csv(tmp, index=False)

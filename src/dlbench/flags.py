@@ -8,9 +8,12 @@ The points and ratios tables carry dlbench.stats.FLAGS per point (a ratio: eithe
 - below_minimum ("short units"): a steady unit was shorter than measurement.min_unit_seconds,
   so the clock's resolution and the step's own jitter weigh in it;
 - contended: other processes used more than measurement.max_other_cpus cores during a steady
-  unit, so it timed the neighbours as well.
+  unit, so it timed the neighbours as well;
+- precision_not_followed: the run's measured precision (dlbench.precision: the share of its
+  forward pass's FLOPs in 16 bits) is not the one its point requested, so it measured another
+  precision than the point says.
 
-The last two (WITHDRAWING) say the units were not a clean measurement: a verdict that rests on
+The last three (WITHDRAWING) say the units were not a clean measurement: a verdict that rests on
 such a point is not given (`not_resolved`): the figure still shows, named by its flags.
 """
 import pandas as pd
@@ -18,13 +21,15 @@ import pandas as pd
 from dlbench.stats import FLAGS, point_key, point_statistics
 
 # The words every table, page and figure uses for a flag; the legends' sentences
-NAMES = {"unstable": "unstable", "below_minimum": "short units", "contended": "contended"}
+NAMES = {"unstable": "unstable", "below_minimum": "short units", "contended": "contended",
+         "precision_not_followed": "precision not followed"}
 NOTES = {
     "unstable": "unstable: its units or runs vary by more than the CV threshold",
     "below_minimum": "short units: below measurement.min_unit_seconds",
     "contended": "contended: other processes used more than max_other_cpus during its units",
+    "precision_not_followed": "precision not followed: its measured precision is not the one its point requested",
 }
-WITHDRAWING = ("below_minimum", "contended")
+WITHDRAWING = ("below_minimum", "contended", "precision_not_followed")
 
 
 def is_set(value):

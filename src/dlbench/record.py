@@ -54,7 +54,7 @@ def summarise(segments, units):
 # What a training process reports besides its blocks (dlbench.protocol.run_process).
 KNOWN_RESULT_KEYS = {"status", "reason", "segments", "units", "plan", "train_samples", "initial_weights",
                      "framework_version", "library_version", "framework_cpu", "devices_used", "threads", "parameters", "numerics",
-                     "cudnn_autotune", "compile_cache", "startup", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256",
+                     "cudnn_autotune", "precision", "compile_cache", "startup", "final", "final_eval_s", "gpu_allocator_peak", "nodes", "order_sha256",
                      "private_api_overrides"}
 
 
@@ -112,6 +112,7 @@ def make_record(spec, point, result, code, stderr_tail, started, wall_s, utilisa
         "threads": result.get("threads"),
         "numerics": result.get("numerics"),  # dlbench.numerics.measure, from the training process
         "cudnn_autotune": result.get("cudnn_autotune"),  # dlbench.numerics.cudnn_autotune, from the training process
+        "precision": result.get("precision"),  # dlbench.precision.measure: the precision the model computed in
         "startup": result.get("startup"),  # dlbench.protocol.startup_seconds: before the first block, step by step
         "compile_cache": result.get("compile_cache"),  # dlbench.protocol.compile_cache_folder: cold or warm, its files
         "parameters": result.get("parameters"),

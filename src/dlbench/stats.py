@@ -29,6 +29,7 @@ from dlbench.frameworks import FRAMEWORKS
 
 NO_DIFFERENCE = "no difference within the noise"
 ONE_SAMPLE = "one repeat: no interval"
+PRECISION_NOT_FOLLOWED = "no verdict: precision not followed"
 AB = "variant"   # the point key of an A/B's variant (dlbench.spec_types.Run.sweep_point)
 DUET = "duet"    # the point key of a duet's sides: the variant / framework ratio within the pair
 # Within one framework: (dimension, numerator values (None: any but the baseline), the baseline
@@ -43,6 +44,7 @@ DIMENSIONS = [
     ("library", None, lambda fw: "pillow", lambda num, base: f"{num} / pillow"),   # image libraries (runs of no framework)
     ("runtime", None, lambda fw: "pytorch", lambda num, base: f"{num} / pytorch"),  # the exported models' runtimes
     ("mode", None, lambda fw: FRAMEWORKS[fw].default_mode, lambda num, base: f"{num} / {base}"),  # e.g. compile / eager
+    ("precision", None, lambda fw: "float32", lambda num, base: f"{num} / {base}"),  # mixed-bfloat16 / float32
     # A/B in one run (config variants): a variant over its framework as configured (no variant: NaN)
     (AB, None, lambda fw: np.nan, lambda num, base: f"{num} / as configured"),
 ]
@@ -207,7 +209,7 @@ def between_cv(repeats):
     return _cv([r.mean() for r in repeats])
 
 
-FLAGS = ["unstable", "below_minimum", "contended"]
+FLAGS = ["unstable", "below_minimum", "contended", "precision_not_followed"]
 
 
 def _flags(group, cv_threshold):
@@ -354,7 +356,10 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
         sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
             "run_set": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
-            "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict(low, high),
+            "ratio": ratio, "ci_low": low, "ci_high": high,
+            # a side that measured another precision than its point's decides nothing (dlbench.precision)
+            "verdict": PRECISION_NOT_FOLLOWED if any(side["precision_not_followed"] for side in sides)
+            else verdict(low, high),
             **{name: any(side[name] for side in sides) for name in FLAGS},
         })
     columns = ["run_set", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]

@@ -98,6 +98,7 @@ def run_row(record):
     device = record["devices_used"] or {}
     numerics = record["numerics"] or {}
     gpu_float32 = numerics.get("gpu_float32") or {}
+    precision = record.get("precision") or {}
     final_metric = summary.get("final_metric") or {}
     data = spec.get("data") if isinstance(spec.get("data"), dict) else {}
     counted = run_set(record["run_set"])
@@ -123,6 +124,12 @@ def run_row(record):
         # float32 products on GPUs: the policy, and the precision a product on the run's device showed
         "gpu_float32": gpu_float32.get("policy", spec.get("gpu_float32")),
         "float32_product": gpu_float32.get("precision"),
+        # the precision the model computed in, measured (dlbench.precision): the share of its forward pass's
+        # compute FLOPs in 16 bits, the precision that is, and whether it is the point's
+        "precision_measured": precision.get("measured"),
+        "precision_share_16bit": precision.get("share_16bit"),
+        "precision_followed": precision.get("followed"),
+        "loss_scaling": precision.get("loss_scaling"),
         "steady_units": summary["steady_units"],
         "steady_steps": summary["steady_steps"],
         "first_segment_s": summary["first_segment_s"],
@@ -185,6 +192,7 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
     with, which leaves the other side's cores out (dlbench.sweep.run_fields)."""
     if record["spec"].get("duet"):
         max_other_cpus = record["spec"]["measure"]["max_other_cpus"]
+    not_followed = (record.get("precision") or {}).get("followed") is False
     rows = []
     for unit in record["units"]:
         steady = unit["kind"] == "steady"
@@ -202,6 +210,8 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
             **_machine(unit),
             "below_minimum": steady and unit["wall_s"] < min_unit_seconds,
             "contended": steady and contended_unit(unit["machine"] or {}, unit["wall_s"], max_other_cpus),
+            # the run's measured precision is not its point's (dlbench.precision): no verdict rests on it
+            "precision_not_followed": steady and not_followed,
         })
     return rows
 
@@ -209,7 +219,7 @@ def unit_rows(record, min_unit_seconds, max_other_cpus):
 def units_table(records, min_unit_seconds, max_other_cpus):
     columns = ["run_set", "framework", "run_id", *run_keys(records), "status", "unit", "kind", "warmup", "wall_s",
                "samples", "steps", "step", "samples_per_s", "loss", "steal_s", "other_cpu_s", "run_cpu_s", "minor_faults",
-               "cpus", "below_minimum", "contended"]
+               "cpus", "below_minimum", "contended", "precision_not_followed"]
     rows = [row for record in records for row in unit_rows(record, min_unit_seconds, max_other_cpus)]
     return pd.DataFrame(rows, columns=columns)
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from dlbench.flags import flags_of, named, withdrawing
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
-from dlbench.stats import SUBJECT_COMPARISON, plain
+from dlbench.stats import FLAGS, SUBJECT_COMPARISON, plain
 
 HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
 VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
@@ -66,8 +66,7 @@ def figure_of(r, suffix=""):
 
 def point_of(row, skip=()):
     """A ratios row's point, key=value, without the columns that are not keys."""
-    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", "unstable",
-             "below_minimum", "contended", *skip}
+    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *skip}
     return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and pd.notna(v))
 
 

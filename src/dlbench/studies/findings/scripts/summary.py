@@ -17,6 +17,7 @@ import argparse
 import base64
 import html
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,11 +26,10 @@ import pandas as pd
 from dlbench.flags import NOTES, flags_of, named
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.plots import interval_plot
-from dlbench.stats import SUBJECT_COMPARISON, plain
+from dlbench.stats import FLAGS, SUBJECT_COMPARISON, plain
 
 SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
-NOT_KEYS = {"run_set", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", "unstable", "below_minimum",
-            "contended", *SUBJECTS}
+NOT_KEYS = {"run_set", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *SUBJECTS}
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not resolved at these repeats": "open",
                  "not measured here": "absent"}
 
@@ -307,6 +307,43 @@ def machine(environments, runs):
     return "; ".join(parts) + "."
 
 
+SIXTEEN_BIT = re.compile(r"(?P<policy>mixed-(?P<dtype>bfloat16|float16)) / float32")
+
+
+def precision_lines(sets, ratios_tables, runs_tables, frameworks, seen):
+    """One line per 16-bit precision the run measured: its throughput over float32's, framework by
+    framework, with the interval (the ratios tables' "mixed-bfloat16 / float32" rows), the share of
+    the forward pass's FLOPs that ran in 16 bits, and why a framework has none (not applicable)."""
+    lines = []
+    for policy, dtype in (("mixed-bfloat16", "bfloat16"), ("mixed-float16", "float16")):
+        parts, reasons = [], {}
+        for name, ratios, runs in zip(sets, ratios_tables, runs_tables):
+            if "precision" not in runs or not (runs["precision"] == policy).any():
+                continue
+            mine = ratios[ratios["comparison"].astype(str) == f"{policy} / float32"] if len(ratios) else ratios
+            asked = runs[runs["precision"] == policy]
+            for framework in frameworks:
+                rows = mine[mine["framework"] == framework] if len(mine) else mine
+                own = asked[asked["framework"] == framework]
+                if len(rows):
+                    r = rows.iloc[0]
+                    flags = flags_of(r)
+                    seen.update(flags)
+                    share = own["precision_share_16bit"].dropna()
+                    measured = f", {share.min():.0%} of its FLOPs in {dtype}" if len(share) else ""
+                    parts.append(f"{html.escape(framework)} {html.escape(with_interval(r['ratio'], r['ci_low'], r['ci_high'], two))}"
+                                 f"{mark(flags)} ({html.escape(name)}{html.escape(measured)})")
+                elif (own["status"] == "not_applicable").any():
+                    reason = str(own.loc[own["status"] == "not_applicable", "error"].iloc[0])
+                    reasons.setdefault(reason, []).append(framework)
+        if not parts and not reasons:
+            continue
+        why = [f"{html.escape(', '.join(names))}: not applicable ({html.escape(reason)})" for reason, names in reasons.items()]
+        lines.append(f"<p><b>{dtype} over float32 on this machine</b> (steady throughput, mixed {dtype} / float32, "
+                     f"each run's measured precision): {'; '.join(parts + why)}.</p>")
+    return lines
+
+
 def report_link(path, text):
     """A link that opens a figure of the report (its own showResultInfo, as Snakemake's rst links)."""
     return f"<a href=\"javascript:app.showResultInfo('{quote(str(path), safe='/')}')\">{html.escape(text)}</a>"
@@ -374,7 +411,8 @@ def summary(args):
         at_a_glance = ["<h3>Every framework on every run set</h3>",
                        inline_png(args.figures / "overview.png", "every framework against every run set"),
                        f"<p><small>The same as a table: {report_link(args.overview, args.overview.name)}.</small></p>"]
-    parts = [STYLE, "<h2>What this run found</h2>", *at_a_glance, f"<p>{machine(environments, runs)}</p>",
+    precision = precision_lines(args.sets, [pd.read_csv(r) for r in args.ratios], runs, args.frameworks, seen)
+    parts = [STYLE, "<h2>What this run found</h2>", *at_a_glance, f"<p>{machine(environments, runs)}</p>", *precision,
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
              "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
              f"<p><b>The studies' {len(claims)} claims</b> ({link_down('dlbench-claims', 'below')}): "
