@@ -439,7 +439,7 @@ def test_every_phase_a_record_times_is_read_from_the_clock(tmp_path, monkeypatch
         def __init__(self, spec, placement, adapter):
             self.time = time
 
-    spec = dataclasses.replace(smoke_spec("mnist", "pytorch"), numerics="framework-default",
+    spec = dataclasses.replace(smoke_spec("mnist", "pytorch"), numerics="framework-default", precision=None,
                                convergence=Convergence(steps=4, eval_every=2),
                                measure=measure(min_unit_seconds=1.0, min_unit_steps=2, max_contended_reruns=0))
     monkeypatch.setattr(clock, "now", time)

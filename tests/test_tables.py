@@ -24,7 +24,7 @@ from specs import smoke_spec
 
 def point(devices=1, strategy="none", mode="eager"):
     return {"model": "small", "duplicate": 1, "batch": 64, "devices": devices, "nodes": 1, "strategy": strategy,
-            "mode": mode}
+            "mode": mode, "precision": "float32"}
 
 
 def spec(framework="pytorch", repeat=1, **where):

@@ -15,6 +15,7 @@ import pandas as pd
 import psutil
 import pytest
 
+from dlbench import precision
 from dlbench.workloads.chestxray.labels import PATHOLOGIES
 from dlbench.frameworks import FRAMEWORKS as KNOWN
 from dlbench.specs import spec_from_dict
@@ -29,12 +30,13 @@ SMOKE = ("--configfile", "presets/smoke.yaml")
 FINDINGS_JOBS = {"findings": 1, "code_lines": 1, "findings_time": 1}
 # Records of the smoke preset per workload and framework: MNIST small (one device + each
 # strategy at 2 devices + each strategy that spans nodes on 2 nodes); IMDB 1 batch x 2 worker counts x dense/sparse; ChestX-ray
-# on real input on one device (its synthetic input: tests/test_parity.py, tests/test_inputs.py); the framework loaders
+# on real input on one device in float32 and mixed bfloat16 (its synthetic input: tests/test_parity.py,
+# tests/test_inputs.py); the framework loaders
 # at 2 worker counts.
 SMOKE_RECORDS = {
     "mnist": {name: 1 + len(framework.strategies) + len(framework.multi_node) for name, framework in KNOWN.items()},
     "imdb": {**dict.fromkeys(FRAMEWORKS, 4), "mxnet": 4 * 2},   # MXNet in two modes
-    "chestxray": dict.fromkeys(FRAMEWORKS, 1),
+    "chestxray": dict.fromkeys(FRAMEWORKS, 2),   # float32 and mixed-bfloat16 (config.yaml's precisions)
     "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),
 }
 # The ChestX-ray runs of no framework: 3 image libraries x 2 formats, preprocessing timed, and
@@ -69,6 +71,9 @@ def not_applicable_here(record):
                 or (record["framework"] == "keras-torch" and spec["devices"] > 1))
     if record["run_set"] == "imdb":
         return spec["grad"] == "sparse" and record["framework"] != "pytorch"
+    if record["run_set"] == "chestxray" and spec["precision"] != "float32":
+        # Chainer has no bfloat16; no framework runs it on a CPU without bfloat16 arithmetic
+        return record["framework"] == "chainer" or precision.hardware_reason(spec["precision"], "cpu") is not None
     return False
 
 
