@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The harness's overhead on one GPU (#33 item 3): harness / bare for PyTorch and JAX DenseNet-121
+# Mixed precision on one GPU (#55): DenseNet-121 at batch 64 in float32, mixed bfloat16 and mixed
+# float16 (dynamic loss scaling), each run's record measuring the precision it ran in, for PyTorch,
+# JAX, and Keras on JAX and on torch when keras is importable (benchmarks/precision.py, one round:
+# PRECISION_ROUNDS); then the harness's overhead (#33 item 3): harness / bare for PyTorch and JAX DenseNet-121
 # at batch 64, synthetic and device inputs, under both float32 policies (full float32, then TF32),
 # 2 interleaved rounds each (benchmarks/overhead.py),
 # and the host's cost of one batch's input path before and after (benchmarks/input_copy.py).
@@ -10,13 +13,16 @@
 # process starts, cuDNN's and XLA's autotuning and XLA's compilation. From the repository root:
 #
 #     bash benchmarks/gpu_check.sh            # writes $OUT (default results/gpu-check):
+#         precision.csv    a row per run: framework, precision, samples/s, the measured precision, followed
 #         overhead.csv     a row per round: workload, framework, device, input, gpu_float32, harness and bare /s, ratio
 #         input_copy.txt   the input path's host time per step, median and range
 #         gpu_check.log    everything printed
 #
 # What it needs that such a machine may lack, carried as wheels in .whl/ (ignored by git; the
 # script installs them into /tmp/site when the folder is there): snakemake (load_config
-# validates the config with it) and grain (the JAX harness's evaluation loader). On this
+# validates the config with it), grain (the JAX harness's evaluation loader) and, for the Keras
+# rows of the precision check, keras (add keras==<envs/keras-jax.yaml's pin> and its pure-Python
+# dependencies absl-py namex optree rich ml-dtypes h5py to the download below). On this
 # repository's machine, for Python 3.12:
 #
 #     python -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
@@ -122,6 +128,22 @@ timeout 60 "$PYTHON" benchmarks/input_copy.py --steps 50 --threads "$THREADS" | 
 echo "input_copy: $((SECONDS - start)) s"
 # Both float32 policies (numerics.gpu_float32) on the synthetic input first (the harness's own
 # question), then on the device input: what the deadline cuts is the last of these.
+# The precisions first: float32 against the 16-bit policies, every framework that is installed.
+PRECISION_ROUNDS=${PRECISION_ROUNDS:-1}
+PRECISION_FRAMEWORKS=${PRECISION_FRAMEWORKS:-"pytorch jax keras-jax keras-torch"}
+for framework in $PRECISION_FRAMEWORKS; do
+  if [[ $framework == keras-* ]] && ! "$PYTHON" -c "import keras" 2>/dev/null; then
+    echo "precision $framework SKIPPED: keras is not installed (carry its wheel in .whl/)"; continue
+  fi
+  left=$((DEADLINE / 2 - SECONDS))  # half the time: the overhead rounds below keep the other half
+  if [ "$left" -lt 60 ]; then echo "precision $framework SKIPPED: ${left} s left of its half"; continue; fi
+  start=$SECONDS
+  timeout "$left" "$PYTHON" benchmarks/precision.py --workload chestxray --framework "$framework" \
+    --precisions float32 mixed-bfloat16 mixed-float16 --rounds "$PRECISION_ROUNDS" --device-kind gpu \
+    --python "$PYTHON" --threads "$THREADS" --configfile config.yaml "$CONFIG" --out "$OUT/precision.csv" \
+    || echo "precision $framework FAILED"
+  echo "precision $framework: $((SECONDS - start)) s"
+done
 for float32 in $FLOAT32; do echo "numerics: {gpu_float32: $float32}" > "/tmp/dlbench-gpu-check-$float32.yaml"; done
 for input in synthetic resident; do
   for float32 in $FLOAT32; do
@@ -137,4 +159,4 @@ for input in synthetic resident; do
     done
   done
 done
-cat "$OUT/overhead.csv"
+cat "$OUT/precision.csv" "$OUT/overhead.csv"

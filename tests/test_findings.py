@@ -171,6 +171,31 @@ def test_the_first_view_opens_on_every_framework_against_every_run_set_with_its_
     assert (tmp_path / "figures" / "overview.png").stat().st_size > 10_000
 
 
+def test_the_first_view_says_what_bfloat16_buys_framework_by_framework_and_why_one_has_none(tmp_path):
+    points = [{**points_row(framework, mode, mean, mean * 0.9, mean * 1.1), "precision": policy}
+              for framework, mode in (("pytorch", "eager"), ("tensorflow", "graph"))
+              for policy, mean in (("float32", 100), ("mixed-bfloat16", 150))]
+    ratios = [{**ratio_row("mixed-bfloat16 / float32", 1.46, 1.40, 1.52, framework="pytorch"), "precision": None},
+              {**flagged(ratio_row("mixed-bfloat16 / float32", 1.02, 0.95, 1.09, framework="tensorflow"),
+                         precision_not_followed=True), "precision": None},
+              *({**ratio_row("tensorflow (graph) / pytorch (eager)", 1.0, 0.9, 1.1), "precision": policy}
+                for policy in ("float32", "mixed-bfloat16"))]
+    runs = [{"framework": "pytorch", "batch": 64, "devices": 1, "precision": "mixed-bfloat16", "status": "ok",
+             "numerics": "flush", "precision_share_16bit": 0.998, "error": None},
+            {"framework": "tensorflow", "batch": 64, "devices": 1, "precision": "mixed-bfloat16", "status": "ok",
+             "numerics": "flush", "precision_share_16bit": 0.0, "error": None},
+            {"framework": "chainer", "batch": 64, "devices": 1, "precision": "mixed-bfloat16", "status": "not_applicable",
+             "numerics": "flush", "precision_share_16bit": None, "error": "Chainer 7 has no bfloat16"}]
+    page = run_summary(tmp_path, points, ratios, runs, ["pytorch", "tensorflow", "chainer"])
+    line = re.search(r"<p><b>bfloat16 over float32 on this machine</b>.*?</p>", page).group(0)
+    assert "pytorch 1.46 [1.40, 1.52] (mnist, 100% of its FLOPs in bfloat16)" in line
+    assert re.search(r"tensorflow 1.02 \[0.95, 1.09\]<sup [^>]*>\[precision not followed\]</sup> "
+                     r"\(mnist, 0% of its FLOPs in bfloat16\)", line), line
+    assert "chainer: not applicable (Chainer 7 has no bfloat16)" in line
+    # the first view's order: the machine, then the precision line, then the fastest at each point
+    assert page.index("<b>CPU</b>") < page.index("bfloat16 over float32") < page.index("The fastest at each")
+
+
 def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separated_from(tmp_path):
     points = [points_row("pytorch", "eager", 100, 90, 110), points_row("tensorflow", "graph", 300, 250, 350),
               points_row("mxnet", "hybrid", 280, 240, 320), points_row("mxnet", "imperative", 900, 800, 1000)]

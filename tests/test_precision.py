@@ -16,10 +16,11 @@ import json
 import subprocess
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import REPO, venv_python
-from dlbench import precision
+from dlbench import precision, stats
 from dlbench.config import load_config
 from dlbench.definitions import run_set
 from dlbench.errors import NotApplicable
@@ -104,7 +105,7 @@ def test_chainer_s_bfloat16_is_not_applicable_before_chainer_starts():
 # (workload, grid row, steps): the parity test's cases (tests/test_parity.py), fewer steps
 CASES = {
     "mnist-small": ("mnist", {"model": "small"}, 6),
-    "imdb-lstm": ("imdb", {"batch": 4}, 6),
+    "imdb-lstm": ("imdb", {"batch": 4}, 10),  # the smoke spec's whole order at batch 4 (JAX's loader reads it all)
     "densenet21": ("chestxray", {"input": "synthetic", "batch": 2, "blocks": (2, 2, 2, 2)}, 4),
 }
 # What each framework's mixed-bfloat16 measures on a CPU, by case: True, its compute FLOPs in bfloat16;
@@ -112,6 +113,15 @@ CASES = {
 PRECISION_FOLLOWED = {
     framework: dict.fromkeys(CASES, True) for framework in FRAMEWORKS if framework != "chainer"
 }
+# MXNet's AMP keeps RNN in float32 (its lists' FP32_FUNCS): IMDB's LSTM, nearly all of its FLOPs
+PRECISION_FOLLOWED["mxnet"]["imdb-lstm"] = False
+# XLA's CPU backend (jaxlib 0.10.2) compiles every bfloat16 dot and convolution as float32 (its float
+# normalisation: float32 copies of the bfloat16-rounded operands), as the compiled HLO shows
+PRECISION_FOLLOWED["jax"] = dict.fromkeys(CASES, False)
+# Keras on JAX: XLA's CPU backend compiles the bfloat16 dots and convolutions that Keras' mixed_bfloat16 traces
+# as float32 ones (its float normalisation, on float32 copies of the bfloat16-rounded operands): the
+# compiled HLO, what ran, is float32 in every case
+PRECISION_FOLLOWED["keras-jax"] = dict.fromkeys(CASES, False)
 # The loss of each of the first steps under mixed-bfloat16, relative to float32's from the same start.
 BFLOAT16_TOLERANCE = 5e-2
 
@@ -167,3 +177,37 @@ def test_float16_on_a_cpu_without_float16_arithmetic_is_not_applicable(framework
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "result.json").read_text())
     assert record["status"] == "not_applicable" and "no float16 arithmetic" in record["reason"], record
+
+
+def units(not_followed=False, bfloat16_rate=15.0):
+    """A units table of one framework at float32 and mixed-bfloat16: 3 repeats of 3 steady units."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for policy, rate in (("float32", 10.0), ("mixed-bfloat16", bfloat16_rate)):
+        for repeat in (1, 2, 3):
+            for _ in range(3):
+                rows.append({"run_set": "chestxray", "framework": "pytorch", "run_id": f"precision~{policy}",
+                             "precision": policy, "repeat": repeat, "status": "ok", "warmup": False,
+                             "samples_per_s": rate * (1 + 0.01 * rng.standard_normal()), "below_minimum": False,
+                             "contended": False,
+                             "precision_not_followed": not_followed and policy != "float32"})
+    return pd.DataFrame(rows)
+
+
+def test_what_bfloat16_buys_is_a_ratio_within_a_framework_and_an_unfollowed_side_decides_nothing():
+    ratios = stats.ratios(units(), resamples=200)
+    row = ratios[ratios["comparison"] == "mixed-bfloat16 / float32"].iloc[0]
+    assert row["framework"] == "pytorch" and row["ratio"] == pytest.approx(1.5, rel=0.02)
+    assert row["verdict"] == "faster" and not row["precision_not_followed"]
+    flagged = stats.ratios(units(not_followed=True), resamples=200)
+    row = flagged[flagged["comparison"] == "mixed-bfloat16 / float32"].iloc[0]
+    assert row["verdict"] == stats.PRECISION_NOT_FOLLOWED and row["precision_not_followed"]
+
+
+def test_the_convergence_segments_run_under_every_precision(tmp_path):
+    config = load_config(REPO / "config.yaml", REPO / "presets" / "paper.yaml")
+    rows = [row for row in run_set("mnist").rows(config, ["jax"], 1) if row["devices"] == 1][:3]
+    specs = {row["precision"]: run_set("mnist").build(config, row, 2) for row in rows}
+    assert set(specs) == set(precision.POLICIES)
+    assert len({spec.convergence for spec in specs.values()}) == 1 and specs["float32"].convergence.steps > 0
+    assert len({(spec.seed, spec.batch, spec.numerics) for spec in specs.values()}) == 1
