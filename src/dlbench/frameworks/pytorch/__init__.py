@@ -10,16 +10,27 @@ input batches in the channels-last (NHWC) memory format (the CNNs); "checkpoint"
 activation checkpointing (torch.utils.checkpoint) of each DenseNet dense layer's bottleneck, which
 the ChestX-ray module's DenseLayer applies (WorkloadMethods.check: no other workload has one).
 wrap() applies a mode to the model, on_device() to the batches: the workload modules only call them.
+
+Precision (dlbench.precision): the mixed policies run the forward pass and the loss under
+torch.autocast (bfloat16 or float16, on the run's device type), float16 with a GradScaler's
+dynamic loss scaling (`autocast`, `grad_scaler`, WorkloadMethods.backward_step); float32 enters no
+autocast context at all. The proof reads the aten ops that dispatched (`forward_ops`).
 """
 import datetime
+import functools
 import os
 import re
+from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.flop_counter import flop_registry
 
+from dlbench import precision
 from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.processes import end_process
@@ -42,6 +53,10 @@ def visible_gpus():
 def check(spec, device_kind):
     if spec.strategy == "dp" and device_kind != "gpu":
         raise NotApplicable("DataParallel runs on GPUs only; this run has none")
+    if (spec.precision == "mixed-bfloat16" and device_kind == "gpu"
+            and not torch.cuda.is_bf16_supported(including_emulation=False)):
+        raise NotApplicable("precision mixed-bfloat16: this GPU has no bfloat16 arithmetic (compute capability "
+                            "below 8.0), where autocast refuses bfloat16")
 
 
 def cudnn_autotune(on):
@@ -313,6 +328,70 @@ def flushes_denormals():
     return flushed((inputs * torch.ones_like(inputs)).numpy())
 
 
+AUTOCAST_DTYPE = {"mixed-bfloat16": torch.bfloat16, "mixed-float16": torch.float16}
+
+
+def autocast(policy, placement):
+    """The context of a policy's forward pass and loss: torch.autocast to its 16-bit type on the
+    run's device type (cpu, cuda); float32 enters none (its numerics as before this dimension)."""
+    if policy not in AUTOCAST_DTYPE:
+        return nullcontext()
+    return torch.autocast(device_type=device(placement).type, dtype=AUTOCAST_DTYPE[policy])
+
+
+def grad_scaler(policy, placement):
+    """torch.amp's dynamic loss scaling where the policy scales (float16), else None."""
+    return torch.amp.GradScaler(device(placement).type) if precision.LOSS_SCALING[policy] else None
+
+
+# The products the proof counts, by aten op: convolutions and matrix products (FLOPs from
+# torch.utils.flop_counter's formulas) and the fused recurrent layers (`_recurrent_flops`: oneDNN's
+# on CPUs, cuDNN's, MIOpen's). Composite ops (linear, matmul, lstm) decompose into these before a
+# dispatch mode sees them; an op's own kernels (mkldnn_convolution in convolution) run below it.
+PRODUCTS = {"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution",
+            "_slow_conv2d_forward", "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "_scaled_mm"}
+RECURRENT = {"mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"}
+
+
+def _recurrent_flops(name, args):
+    """A fused recurrent layer's products: each of its 2-D weights (input-hidden, hidden-hidden,
+    per gate, layer and direction: 2*4*hidden*(input+hidden) per step for an LSTM layer) times
+    every step of every sequence (the input's rows)."""
+    weights = args[1:3] if name == "mkldnn_rnn_layer" else args[1]  # w_ih, w_hh; the others' weight lists
+    rows = args[0].numel() // args[0].shape[-1]
+    return 2 * rows * sum(w.numel() for w in weights if w.dim() == 2)
+
+
+class _Products(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func.overloadpacket.__name__
+        if name in PRODUCTS or name in RECURRENT:
+            dtype = next(t.dtype for t in tree_leaves(args) if isinstance(t, torch.Tensor) and t.is_floating_point())
+            if name in RECURRENT:
+                flops = _recurrent_flops(name, args)
+            elif name == "_addmm_activation":
+                flops = flop_registry[torch.ops.aten.addmm](*args[:3], out_val=out)
+            else:
+                flops = flop_registry[func.overloadpacket](*args, **kwargs, out_val=out)
+            self.ops.append(precision.op(f"aten.{name}", str(dtype).removeprefix("torch."), flops))
+        return out
+
+
+def forward_ops(fn, *args):
+    """The compute ops that dispatched while fn(*args) ran (a forward pass under its policy), as
+    dlbench.precision.op records: the aten op, the dtype of its first floating input (autocast's
+    casts come before it), its FLOPs."""
+    with _Products() as mode:
+        fn(*args)
+    return mode.ops
+
+
 def teardown(placement):
     if placement.processes > 1:
         dist.barrier()  # no rank tears down while another still talks to it
@@ -322,15 +401,44 @@ def teardown(placement):
 class WorkloadMethods:
     """What every PyTorch workload module does the same way with its self.model and
     self.device: predictions in eval mode without gradients, the parameter count, loading a
-    state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert)."""
+    state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert), and the
+    precision policy: the forward pass and loss under `self.autocast()`, the backward pass and
+    the optimizers' steps through `self.backward_step` (loss scaling where the policy scales), the proof."""
 
     input_dtype = "float32"  # of the numpy inputs predict() receives
+
+    def autocast(self):
+        return autocast(self.applied_precision, self.placement)
+
+    @functools.cached_property
+    def scaler(self):
+        """The GradScaler of the mixed-float16 policy (None under the others)."""
+        return grad_scaler(self.applied_precision, self.placement)
+
+    def backward_step(self, loss, *optimizers):
+        """The backward pass and each optimizer's step; under a GradScaler the loss scaled, each
+        step skipped where its gradients overflowed, then the scale updated (once per step)."""
+        if self.scaler is None:
+            loss.backward()
+            for optimizer in optimizers:
+                optimizer.step()
+            return
+        self.scaler.scale(loss).backward()
+        for optimizer in optimizers:
+            self.scaler.step(optimizer)
+        self.scaler.update()
+
     @torch.no_grad()
     def predict(self, inputs):
         self.model.eval()
-        outputs = self.model(torch.from_numpy(inputs.astype(self.input_dtype, copy=False)).to(self.device))
+        with self.autocast():
+            outputs = self.model(torch.from_numpy(inputs.astype(self.input_dtype, copy=False)).to(self.device))
         self.model.train()
-        return outputs.cpu().numpy()
+        return outputs.float().cpu().numpy()  # float(): numpy has no bfloat16 (float32 as is)
+
+    def precision_ops(self, inputs):
+        """The compute ops of predict's forward pass (under the policy), and whether the loss is scaled."""
+        return forward_ops(self.predict, inputs), self.scaler is not None
 
     def parameter_count(self):
         return sum(p.numel() for p in self.model.parameters() if p.requires_grad)

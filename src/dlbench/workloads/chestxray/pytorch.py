@@ -258,9 +258,9 @@ class PyTorchChestXray(adapter.WorkloadMethods, ChestXray):
     def train_step(self, batch):
         images, labels = batch
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.net(images), labels)
-        loss.backward()
-        self.optimizer.step()
+        with self.autocast():
+            loss = self.loss_fn(self.net(images), labels)
+        self.backward_step(loss, self.optimizer)
         return loss.detach()
 
     def eval_inputs(self, paths):

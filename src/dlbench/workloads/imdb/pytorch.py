@@ -94,10 +94,11 @@ class PyTorchImdb(adapter.WorkloadMethods, Imdb):
         tokens, labels = batch
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.net(tokens), labels)
-        loss.backward()
-        for optimizer in self.optimizers:
-            optimizer.step()
+        # Under autocast the embedding stays float32 (its sparse gradients too: SparseAdam's);
+        # the LSTM and the classifier compute in the policy's 16-bit type.
+        with self.autocast():
+            loss = self.loss_fn(self.net(tokens), labels)
+        self.backward_step(loss, *self.optimizers)
         return loss.detach()
 
 
