@@ -162,20 +162,22 @@ def loss_curves(convergence, units, path, title):
     """Every framework's training loss by step on one axis, in its colour: the convergence
     segments (from the shared start) and the timed units after them, each block's mean loss at
     its last step; the line the mean of the repeats, the band their range, over the runs that
-    trained the segments (convergence_runs: where none did, every run). Blocks without a loss
-    (loader benchmarks) are left out."""
+    trained the segments (convergence_runs: where none did, every run); a line per precision
+    (dlbench.precision) where the runs have more than one, each beside float32's. Blocks without a
+    loss (loader benchmarks) are left out."""
     keys = ["framework", "run_id"]
     carried = convergence.loc[convergence["segment"].notna(), keys].drop_duplicates() if len(convergence) else []
     if len(carried):  # a later repeat's units would mix into its steps' mean as another run
         units = units.merge(carried, on=keys)
-    columns = ["framework", "run_id", "step", "loss"]
+    columns = ["framework", "run_id", "precision", "step", "loss"]
     blocks = pd.concat([frame[frame["status"] == "ok"].reindex(columns=columns)
                         for frame in (convergence, units) if not frame.empty], ignore_index=True)
     blocks = blocks.dropna(subset=["step", "loss"])
     if blocks.empty:
         no_data(path, f"no training loss: {title}")
         return
-    grid = sns.relplot(data=blocks, x="step", y="loss", hue="framework", kind="line", marker="o",
+    style = "precision" if blocks["precision"].nunique() > 1 else None
+    grid = sns.relplot(data=blocks, x="step", y="loss", hue="framework", style=style, kind="line", marker="o",
                        errorbar=REPEATS_RANGE, palette=palette(blocks["framework"].unique()), height=3.5, aspect=1.6)
     grid.set(xlabel="training step (from the shared start)",
              ylabel="training loss, cross-entropy (nats)\nline: mean of the repeats, band: their range")

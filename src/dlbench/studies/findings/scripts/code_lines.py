@@ -85,12 +85,14 @@ def point_keys(points):
 
 
 def speed_at_common_point(points):
-    """Each framework's row (by framework), in its default mode, at the point that the most
-    frameworks ran so (of those with as many, the first in the table), and the point's name."""
+    """Each framework's row (by framework), in its default mode and in float32, at the point that the
+    most frameworks ran so (of those with as many, the first in the table), and the point's name."""
     if points is None:
         return pd.DataFrame(columns=["mean"]), ""
     if "mode" in points:
         points = points[points["mode"] == points["framework"].map(lambda f: FRAMEWORKS[f].default_mode)]
+    if "precision" in points:
+        points = points[points["precision"] == "float32"]
     points = points[points["mean"].notna()]
     keys = point_keys(points)
     values, rows = (), points

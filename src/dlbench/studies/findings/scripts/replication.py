@@ -99,14 +99,19 @@ def row(study, claim, verdict, criterion, figures="", figure="", source=""):
 
 
 class Tables:
-    """This run's tables, read on demand; a table the run did not make is None."""
+    """This run's tables, read on demand; a table the run did not make is None. The studies trained in
+    float32: a table's rows at another precision (dlbench.precision) are left out; a ratio across
+    precisions (its precision empty) compares nothing a claim reads."""
 
     def __init__(self, folder, workloads, frameworks):
         self.folder, self.workloads, self.frameworks = Path(folder), workloads, frameworks
 
     def read(self, name):
         path = self.folder / f"{name}.csv"
-        return pd.read_csv(path) if path.exists() else None
+        if not path.exists():
+            return None
+        frame = pd.read_csv(path)
+        return frame[frame["precision"].isna() | (frame["precision"] == "float32")] if "precision" in frame else frame
 
     def ratios(self, workload):
         return self.read(f"{workload}-ratios") if workload in self.workloads else None

@@ -166,7 +166,7 @@ STATUS_TEXT = {"not_applicable": "not applicable", "failed": "failed", "absent":
 
 def overview(sets, points_tables, ratios_tables, runs_tables, frameworks):
     """One row per framework and timed run set: its steady throughput at the run set's headline point
-    (the point most frameworks ran, in their default modes) relative to the fastest there, with the
+    (the point most frameworks ran, in their default modes and in float32) relative to the fastest there, with the
     interval of that ratio and the flags of its point and ratio; or why it has none (not applicable,
     failed, no steady units, not in this run set). Run sets that compare no frameworks are left out."""
     rows = []
@@ -174,6 +174,8 @@ def overview(sets, points_tables, ratios_tables, runs_tables, frameworks):
         if "framework" not in points or points["framework"].isna().all():
             continue   # the image libraries' and the runtimes' run sets
         points = in_default_mode(points).assign(subject=lambda f: subject_of(f))
+        if "precision" in points:
+            points = points[points["precision"].isna() | (points["precision"] == "float32")]
         keys = [k for k in point_keys(points) if k != "subject"]
         groups = list(points.groupby(keys, dropna=False, sort=False)) if keys else [((), points)]
         if not groups:

@@ -21,14 +21,15 @@ def train_minutes(runs):
     """Train + validation minutes of an epoch of each run, as the study timed them: the
     training set at the steady seconds per step, plus one evaluation (the final one's time:
     validation and test sets are evaluated the same way)."""
-    minutes = runs[["framework", "run_id", "input", "devices", "nodes", "strategy", "mode", "repeat"]].copy()
+    minutes = runs[["framework", "run_id", "input", "devices", "nodes", "strategy", "mode", "precision", "repeat"]].copy()
     minutes["minutes"] = (runs["epoch_s"] + runs["final_eval_s"].fillna(0)) / 60
     return minutes.dropna(subset=["minutes"])
 
 
 def study_table(minutes):
     """Mean train + validation minutes: framework and devices (rows) by real or synthetic data."""
-    table = minutes.pivot_table(index=["framework", "devices", "nodes", "strategy", "mode"], columns="input", values="minutes",
+    table = minutes.pivot_table(index=["framework", "devices", "nodes", "strategy", "mode", "precision"], columns="input",
+                                values="minutes",
                                 aggfunc="mean")
     table.columns = [f"{column} data (min)" for column in table.columns]
     return table.reset_index()
@@ -36,8 +37,9 @@ def study_table(minutes):
 
 def trainer_rates(training_points):
     """The images/s (mean of the repeats) each framework's DenseNet consumes on one device when data
-    costs nothing: its training on synthetic tensors already in memory."""
-    fed = training_points[(training_points["input"] == "synthetic") & (training_points["devices"] == 1)]
+    costs nothing: its training on synthetic tensors already in memory, in float32."""
+    fed = training_points[(training_points["input"] == "synthetic") & (training_points["devices"] == 1)
+                          & (training_points.get("precision", "float32") == "float32")]
     return fed.groupby("framework")["mean"].max()
 
 
@@ -103,9 +105,10 @@ def main():
                  with_numerics(f"{args.model}: how much faster is each execution mode than its framework's default? "
                                f"(throughput ratio, {args.image_source})", training))
     minutes = train_minutes(training) if not training.empty else pd.DataFrame(
-        columns=["framework", "input", "devices", "nodes", "strategy", "mode", "repeat", "minutes"])
+        columns=["framework", "input", "devices", "nodes", "strategy", "mode", "precision", "repeat", "minutes"])
     study_table(minutes).to_csv(args.minutes_table, index=False) if not minutes.empty else \
-        pd.DataFrame(columns=["framework", "devices", "nodes", "strategy", "mode"]).to_csv(args.minutes_table, index=False)
+        pd.DataFrame(columns=["framework", "devices", "nodes", "strategy", "mode", "precision"]).to_csv(
+            args.minutes_table, index=False)
     auc = auc_table(training) if "test_auc_macro" in training else pd.DataFrame(columns=["framework"])
     auc.to_csv(args.auc_table, index=False)
     loader_verdict(points, rates).to_csv(args.verdict_table, index=False)
@@ -115,7 +118,8 @@ def main():
     else:
         minutes["devices"] = (minutes["devices"].astype(str) + minutes["nodes"].map(lambda n: f" on {n} nodes" if n > 1 else "")
                               + " (" + minutes["strategy"] + ")")
-        minutes["framework"] = minutes["framework"] + " " + minutes["mode"]
+        minutes["framework"] = (minutes["framework"] + " " + minutes["mode"]
+                                + minutes["precision"].map(lambda p: "" if p == "float32" else f" {p}"))
         grid = sns.catplot(data=minutes, x="minutes", y="framework", hue="input", col="devices", kind="bar",
                            errorbar=REPEATS_RANGE, palette=NOT_FRAMEWORK_PALETTE, height=3.5, aspect=1.2)
         grid.set(xlabel=f"train + validation of an epoch (min)\n{REPEATS_RANGE_NOTE}", ylabel="")
