@@ -212,3 +212,35 @@ def modes_figure(ratios, runs, path, title):
                   "ci_high", path, title,
                   "ratio: steady throughput in the mode / in the default mode; dot: mean, bar: bootstrap interval",
                   reference=1, reference_label="dotted: 1, no change")
+
+
+SIXTEEN_BIT_RATIO = r"mixed-(?:bfloat16|float16) / float32"
+
+
+def precision_figure(ratios, runs, path, title):
+    """What a 16-bit precision buys within its framework: steady throughput under the policy over
+    float32's at the same point (ratio and interval; 1, dotted, is no change), each label with the
+    share of the model's forward FLOPs its runs measured in 16 bits (the runs table's
+    precision_share_16bit, the least of its runs: dlbench.precision)."""
+    if "precision" not in ratios or "precision" not in runs:
+        no_data(path, "no run with a precision")
+        return
+    rows = ratios[ratios["comparison"].astype(str).str.fullmatch(SIXTEEN_BIT_RATIO)].reset_index(drop=True)
+    columns = list(ratios.columns)
+    keys = [k for k in columns[columns.index("framework") + 1:columns.index("ratio")] if k != "precision"]
+    varying = [k for k in keys if rows[k].nunique() > 1]
+
+    def label(row):
+        policy = row["comparison"].split(" / ")[0]
+        mine = runs[(runs["framework"] == row["framework"]) & (runs["precision"] == policy)]
+        for k in varying:
+            mine = mine[mine[k] == row[k]]
+        share = mine["precision_share_16bit"].dropna().min() if "precision_share_16bit" in mine else float("nan")
+        point = " ".join(f"{k}={plain(row[k])}" for k in varying if pd.notna(row[k]))
+        measured = f"(measured: {share:.0%} of its FLOPs in 16 bits)" if pd.notna(share) else "(not measured)"
+        return " ".join(filter(None, (row["framework"], row["comparison"], point, measured)))
+
+    interval_plot(rows, pd.Series([label(row) for _, row in rows.iterrows()], dtype=str), "ratio", "ci_low",
+                  "ci_high", path, title,
+                  "ratio: steady throughput in mixed precision / in float32; dot: mean, bar: bootstrap interval",
+                  reference=1, reference_label="dotted: 1, no change")

@@ -286,7 +286,7 @@ RUN_SETS = (RunSet("chestxray", ChestXraySpec, COLUMNS, runs, spec, draw_weights
                    subject="library", environment=library_env, sample="images"),
             RunSet("chestxray-decode", ChestXrayDecodeSpec, DECODE_COLUMNS, decode_runs, decode_spec,
                    subject="library", environment=library_env, sample="images"))
-FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
+FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes", "precision")
 TABLES = ("train-minutes", "test-auc", "loader-verdict")
 TARGET = None   # DenseNet learns nothing in minutes on two cores: throughput only
 # One word per meaning: an image library is not a backend (the old key); `batch` is a run's batch; a run set's

@@ -111,7 +111,7 @@ NOT_APPLICABLE_MODES = (
                                  "convolutions: an LSTM's inputs are token sequences, with no channels"))
 RUN_SETS = (RunSet("imdb", ImdbSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="reviews",
                    modes_not_applicable=NOT_APPLICABLE_MODES),)
-FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
+FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes", "precision")
 TABLES = ("epoch-time-by-batch-and-workers",)
 TARGET = ("test_accuracy", "target_accuracy")
 RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word

@@ -118,7 +118,7 @@ def draw_weights(draw, model):
 
 RUN_SETS = (RunSet("mnist", MnistSpec, COLUMNS, runs, spec, draw_weights, flops=train_flops, sample="images",
                    modes_not_applicable=without_recomputing("mnist")),)
-FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes")
+FIGURES = ("throughput", "first-vs-second-epoch", "scale-up", "accuracy", "loss", "modes", "precision")
 TABLES = ()          # besides the tables of every run set
 TARGET = ("test_accuracy", "target_accuracy")   # the metric, and its target's key in the section
 RENAMED = {"batch_sizes": "batches"}   # a run's `batch`, one word

@@ -7,9 +7,9 @@ import pandas as pd
 import seaborn as sns
 
 from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, convergence_runs, interval_plot,
-                           loss_curves, modes_figure, no_data, palette, save, with_numerics)
+                           loss_curves, modes_figure, precision_figure, no_data, palette, save, with_numerics)
 
-FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes")
+FIGURES = ("train-minutes", "auc", "preprocess", "loaders", "utilisation", "loss", "modes", "precision")
 
 
 def read_ok(path):
@@ -101,6 +101,8 @@ def main():
 
     loss_curves(pd.read_csv(args.convergence), pd.read_csv(args.units), args.outdir / "loss.png",
                 f"{args.model}: do the frameworks' training losses follow one another? {source}")
+    precision_figure(pd.read_csv(args.ratios), read_ok(args.runs), args.outdir / "precision.png",
+                     f"{args.model}: what does mixed precision buy each framework? (throughput ratio, {args.image_source})")
     modes_figure(pd.read_csv(args.ratios), read_ok(args.runs), args.outdir / "modes.png",
                  with_numerics(f"{args.model}: how much faster is each execution mode than its framework's default? "
                                f"(throughput ratio, {args.image_source})", training))

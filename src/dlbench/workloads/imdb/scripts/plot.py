@@ -9,9 +9,9 @@ import pandas as pd
 import seaborn as sns
 
 from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, convergence_runs, interval_plot,
-                           loss_curves, modes_figure, no_data, point_label, save, with_numerics)
+                           loss_curves, modes_figure, precision_figure, no_data, point_label, save, with_numerics)
 
-FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes")
+FIGURES = ("epoch-time", "convergence", "accuracy", "sparse-speedup", "modes", "precision")
 
 
 def epoch_time_table(runs):
@@ -80,6 +80,8 @@ def main():
                                 runs),
                   "ratio: throughput sparse / dense; dot: mean, bar: bootstrap interval",
                   reference=1, reference_label="dotted: 1, no gain")
+    precision_figure(ratios, runs, args.outdir / "precision.png",
+                     f"IMDB LSTM: what does mixed precision buy each framework? (throughput ratio)")
     modes_figure(ratios, runs, args.outdir / "modes.png",
                  with_numerics("IMDB LSTM: how much faster is each execution mode than its framework's default? "
                                "(throughput ratio)", runs))

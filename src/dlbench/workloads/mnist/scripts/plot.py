@@ -10,7 +10,8 @@ import pandas as pd
 import seaborn as sns
 
 from dlbench.plots import (NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, REPEATS_RANGE_NOTE, convergence_runs, interval_plot,
-                           loss_curves, modes_figure, no_data, palette, point_label, save, with_numerics)
+                           loss_curves, modes_figure, no_data, palette, point_label, precision_figure, save,
+                           with_numerics)
 
 
 def label(frame):
@@ -68,6 +69,8 @@ def main():
                                 "(throughput ratio)", runs),
                   "ratio: throughput on N / on 1 device (or node); dot: mean, bar: bootstrap interval",
                   reference=1, reference_label="dotted: 1, no gain")
+    precision_figure(ratios, runs, args.outdir / "precision.png",
+                     f"MNIST: what does mixed precision buy each framework? (throughput ratio)")
     modes_figure(ratios, runs, args.outdir / "modes.png",
                  with_numerics("MNIST: how much faster is each execution mode than its framework's default? "
                                "(throughput ratio)", runs))
