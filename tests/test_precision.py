@@ -165,6 +165,16 @@ def test_each_framework_s_mixed_bfloat16_runs_in_bfloat16_and_learns_as_float32(
 
 
 @pytest.mark.slow
+def test_chainer_s_float32_runs_prove_float32(smoke_data, tmp_path):
+    """Chainer's one precision on a CPU: its record's proof (its compute functions, as a FunctionHook saw them)."""
+    tasks = {key: task for key, task in precision_tasks("chainer", tmp_path).items() if key[1] == "float32"}
+    results = run_tasks(tasks, smoke_data, tmp_path)
+    for key in tasks:
+        record = result_of(results, key)["precision"]
+        assert record["measured"] == "float32" and record["followed"] and not record["loss_scaling"], record
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("framework", list(FRAMEWORKS))
 def test_float16_on_a_cpu_without_float16_arithmetic_is_not_applicable(framework, smoke_data, tmp_path):
     reason = precision.hardware_reason("mixed-float16", "cpu")

@@ -16,17 +16,21 @@ mxnet is imported only once `setup` has set the thread variables: its thread poo
 OMP_NUM_THREADS and MXNET_CPU_WORKER_NTHREADS once, when the library loads. Nothing here or
 in the workload modules imports it at module level (the protocol imports both before setup).
 """
+import ctypes
 import os
 import subprocess
 import sys
 import traceback
 
+import numpy as np
+
 from dlbench.contract import Placement
-from dlbench.errors import FrameworkError
+from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.machine import gpus
 from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import denormals, flushed
+from dlbench.precision import op
 from dlbench.processes import die_with_parent
 
 STRATEGIES = ("none", *FRAMEWORKS["mxnet"].strategies)
@@ -63,6 +67,10 @@ def check(spec, device_kind):
         raise ValueError(f"unknown MXNet strategy {spec.strategy!r}, expected one of {STRATEGIES}")
     if spec.strategy == "none" and spec.devices != 1:
         raise ValueError(f"strategy none runs on one device, not {spec.devices}")
+    if spec.precision == "mixed-float16" and device_kind == "cpu":
+        raise NotApplicable("precision mixed-float16: MXNet's AMP computes float16 on GPUs only: its CPU operators "
+                            "have no float16 kernels (FullyConnected: 'FP16 gemm on cpu not implemented'); on a CPU "
+                            "AMP's 16-bit type is bfloat16")
 
 
 def launch(spec, target, args):
@@ -261,3 +269,76 @@ def teardown(placement):
     sync(placement, None)
     if kvstore(placement) is not None:
         internals.leave_kvstore(placement.handles.pop("kvstore"))
+
+
+# --- precision: the compute operators of a forward pass --------------------------------------------
+
+def _rnn_flops(data, parameters, out):
+    """One layer, one direction: each step's gates (G rows of [i2h | h2h] weights and two biases:
+    parameters = G x (inputs + hidden + 2)) times [input, state]."""
+    inner = data[-1] + out[-1]
+    return 2.0 * np.prod(out[:-1]) * (parameters[0] // (inner + 2)) * inner
+
+
+# 2 x multiply-adds of an operator, from its data's, weight's (RNN: its flat parameters') and output's shapes
+_FLOPS = {
+    "Convolution": lambda data, weight, out: 2.0 * np.prod(out) * np.prod(weight[1:]),
+    "Deconvolution": lambda data, weight, out: 2.0 * np.prod(data) * np.prod(weight[1:]),
+    "FullyConnected": lambda data, weight, out: 2.0 * np.prod(out) * weight[1],
+    "RNN": _rnn_flops,
+}
+
+
+def forward_ops(model, inputs, symbol=None):
+    """The compute operators (_FLOPS') of one forward pass on `inputs` (an NDArray), as
+    dlbench.precision.op each: the dtype of their output (what they computed in: AMP casts
+    their operands before them) and their FLOPs from their shapes. symbol (mode hybrid): the
+    graph that trains, run on model's Parameters, its operators read by an op hook
+    (register_op_hook: each operator's inputs, then outputs; hybridized without static_alloc,
+    under which MXNet 1.9 warns that the hook may miss operators); else (mode imperative)
+    model's own forward pass, its layers' inputs and outputs read by forward hooks."""
+    import mxnet as mx
+    from mxnet.gluon import nn, rnn
+
+    records = []  # [operator, [(dtype, shape) of its data, weight, ..., output]]
+    if symbol is not None:
+        def on_array(name, operator, handle):
+            operator = mx.base.py_str(operator)
+            if operator in _FLOPS:
+                if mx.base.py_str(name).endswith("_data"):  # an operator's first input: its record begins
+                    records.append((operator, []))
+                array = mx.nd.NDArray(ctypes.cast(handle, mx.base.NDArrayHandle), writable=False)
+                records[-1][1].append((array.dtype, array.shape))
+
+        data = mx.sym.var("data")
+        net = mx.gluon.SymbolBlock(symbol, data, params=model.collect_params())
+        net.hybridize()
+        net.register_op_hook(on_array, monitor_all=True)
+    else:
+        kinds = {nn.Dense: "FullyConnected", nn.Conv1D: "Convolution", nn.Conv2D: "Convolution",
+                 nn.Conv3D: "Convolution", nn.Conv1DTranspose: "Deconvolution", nn.Conv2DTranspose: "Deconvolution",
+                 nn.Conv3DTranspose: "Deconvolution", rnn.LSTM: "RNN", rnn.GRU: "RNN", rnn.RNN: "RNN"}
+
+        def on_layer(block, args, outputs):
+            out = outputs[0] if isinstance(outputs, (list, tuple)) else outputs
+            weight = ((sum(p.data(out.context).size for p in block.collect_params().values()),)
+                      if kinds[type(block)] == "RNN" else block.weight.shape)
+            records.append((kinds[type(block)], [(args[0].dtype, args[0].shape), (None, weight), (out.dtype, out.shape)]))
+
+        layers = []
+        model.apply(lambda block: layers.append(block) if type(block) in kinds else None)
+        hooks = [layer.register_forward_hook(on_layer) for layer in layers]
+        net = model
+    net(inputs)
+    mx.nd.waitall()
+    if symbol is None:
+        for hook in hooks:
+            hook.detach()
+    return [op(operator, _dtype_name(arrays[-1][0]), _FLOPS[operator](arrays[0][1], arrays[1][1], arrays[-1][1]))
+            for operator, arrays in records]
+
+
+def _dtype_name(dtype):
+    from mxnet.contrib.amp.amp import bfloat16  # MXNet's bfloat16: a numpy record of one uint16
+
+    return "bfloat16" if dtype == bfloat16 else np.dtype(dtype).name

@@ -1,17 +1,31 @@
 """MXNet's step: Adam in a Gluon Trainer over every context, one data-parallel step (`train_step`),
-and what every MXNet workload module does the same way with them (`WorkloadMethods`). mxnet is
-imported inside the functions (see the adapter's docstring)."""
+and what every MXNet workload module does the same way with them (`WorkloadMethods`), the
+precision policy (MXNet's AMP, mxnet.contrib.amp) included. mxnet is imported inside the
+functions (see the adapter's docstring)."""
 import warnings
 
 import numpy as np
 
-from dlbench.frameworks.mxnet import contexts, kvstore
+from dlbench.frameworks.mxnet import contexts, forward_ops, kvstore
+
+AMP_DTYPES = {"mixed-bfloat16": "bfloat16", "mixed-float16": "float16"}  # AMP's target_dtype of a policy
 
 
-def make_trainer(params, optimizer, placement, learning_rate=None):
+def make_trainer(params, optimizer, placement, learning_rate=None, loss_scaling=False):
     """Adam (spec.optimizer; learning_rate, if given, instead of its rate) over the parameters
     of every context, the gradients summed in a KVStore: this process's, or across nodes the
-    run's dist_sync kvstore, whose servers only sum (each worker applies the update)."""
+    run's dist_sync kvstore, whose servers only sum (each worker applies the update). With
+    loss_scaling (mixed-float16), AMP's dynamic loss scaler on it (amp.init_trainer: its step
+    unscales the gradients and skips a step whose gradients overflowed)."""
+    trainer = _make_trainer(params, optimizer, placement, learning_rate)
+    if loss_scaling:
+        from mxnet.contrib import amp
+
+        amp.init_trainer(trainer)
+    return trainer
+
+
+def _make_trainer(params, optimizer, placement, learning_rate):
     import mxnet as mx
 
     adam = {"learning_rate": optimizer.lr if learning_rate is None else learning_rate,
@@ -30,19 +44,25 @@ def make_trainer(params, optimizer, placement, learning_rate=None):
     return trainer
 
 
-def train_step(net, loss_fn, trainer, placement, inputs, labels):
+def train_step(net, loss_fn, trainer, placement, inputs, labels, loss_scaling=False):
     """One data-parallel step over the contexts: the batch (this process's slice of the global
     batch) split evenly (context i takes the i-th contiguous slice), forward and backward on
-    each, one update of the gradients summed over every process's contexts. Returns the
-    batch's mean loss, an NDArray on the first context (nothing is read)."""
+    each, one update of the gradients summed over every process's contexts (with loss_scaling,
+    of the losses scaled by AMP's loss scaler). Returns the batch's mean loss, an NDArray on the
+    first context (nothing is read)."""
     from mxnet import autograd, gluon, nd
+    from mxnet.contrib import amp
 
     ctx = contexts(placement)
     xs = gluon.utils.split_and_load(inputs, ctx)
     ys = gluon.utils.split_and_load(labels, ctx)
     with autograd.record():
         losses = [loss_fn(net(x), y) for x, y in zip(xs, ys)]
-    autograd.backward(losses)
+        if loss_scaling:
+            with amp.scale_loss(losses, trainer) as scaled:
+                autograd.backward(scaled)
+    if not loss_scaling:
+        autograd.backward(losses)
     batch = inputs.shape[0]
     trainer.step(batch * placement.processes)  # the gradients are sums over the global batch
     return nd.add_n(*[loss.sum().as_in_context(ctx[0]) for loss in losses]) / batch
@@ -50,12 +70,27 @@ def train_step(net, loss_fn, trainer, placement, inputs, labels):
 
 class WorkloadMethods:
     """What every MXNet workload module does the same way with its self.model (a Gluon
-    HybridBlock), self.loss_fn and self.trainer (make_trainer): the run's execution mode, the
-    data-parallel step of a batch (inputs, labels), predictions, the learning rate, the
-    parameter count."""
+    HybridBlock), self.loss_fn and self.trainer (make_trainer, with loss_scaling=self.loss_scaling):
+    the run's execution mode and precision, the data-parallel step of a batch (inputs, labels),
+    predictions, the learning rate, the parameter count, the precision record's forward pass."""
+
+    @property
+    def loss_scaling(self):
+        return AMP_DTYPES.get(self.applied_precision) == "float16"
 
     def apply_mode(self):
-        """The run's mode (spec.mode) on self.model, once its parameters have their shapes.
+        """The run's precision and mode (spec.mode) on self.model, once its parameters have their shapes.
+
+        The precision, MXNet's AMP (float32 parameters, cast at use: AMP's lists send Convolution
+        and FullyConnected to the 16-bit type and keep RNN, softmax and the losses in float32):
+        in mode hybrid under mixed-bfloat16, AMP's pass over the model's graph
+        (amp.convert_symbol, the pass of amp.convert_hybrid_block, here on a SymbolBlock of the
+        model's own Parameters: convert_hybrid_block's copies them, for inference), which leaves
+        the process's operators as they are; otherwise amp.init, which wraps every operator of
+        mxnet.ndarray and mxnet.symbol for the rest of the process (Gluon's layers look them up at
+        each call), the only AMP of imperative Gluon and the one with AMP's loss scaler
+        (init_trainer, mixed-float16: AMP's float16 runs on GPUs only, see the adapter's check).
+        self.train_model is the block the step trains (self.model, or the converted graph's).
 
         "hybrid": the model is hybridized with static_alloc and static_shape: one static graph,
         its memory planned once, for the training step's fixed batch shape (on each context).
@@ -66,28 +101,48 @@ class WorkloadMethods:
         segment after every evaluation. "imperative": no hybridize, Gluon's op-by-op
         execution, for training and evaluation."""
         import mxnet as mx
+        from mxnet.contrib import amp
 
-        self.eval_model = self.model
+        if self.spec.mode not in ("hybrid", "imperative"):
+            raise ValueError(f"MXNet has no mode {self.spec.mode!r}")
+        dtype = AMP_DTYPES.get(self.applied_precision)
+        converted = dtype == "bfloat16" and self.spec.mode == "hybrid"
+        if dtype and not converted:
+            amp.init(target_dtype=dtype)
+        self.eval_model = self.train_model = self.model
+        self.symbol = None  # the graph of mode hybrid
         if self.spec.mode == "hybrid":
             data = mx.sym.var("data")
             with warnings.catch_warnings():  # the input's type is unknown until a call gives one
                 warnings.filterwarnings("ignore", "Cannot decide type", UserWarning)
-                self.eval_model = mx.gluon.SymbolBlock(self.model(data), data, params=self.model.collect_params())
+                self.symbol = self.model(data)
+                if converted:
+                    self.symbol = amp.convert_symbol(self.symbol, dtype, data_names=["data"], cast_optional_params=False)
+                self.eval_model = mx.gluon.SymbolBlock(self.symbol, data, params=self.model.collect_params())
+                if converted:
+                    self.train_model = mx.gluon.SymbolBlock(self.symbol, data, params=self.model.collect_params())
             self.eval_model.hybridize(static_alloc=True)
-            self.model.hybridize(static_alloc=True, static_shape=True)
-        elif self.spec.mode != "imperative":
-            raise ValueError(f"MXNet has no mode {self.spec.mode!r}")
+            self.train_model.hybridize(static_alloc=True, static_shape=True)
 
     def predict(self, inputs):
         """Outputs for a numpy batch (float32 images or int64 token ids), on the first context."""
         import mxnet as mx
 
         inputs = mx.nd.array(inputs, ctx=contexts(self.placement)[0], dtype=inputs.dtype)
-        return self.eval_model(inputs).asnumpy()
+        return self.eval_model(inputs).astype("float32", copy=False).asnumpy()  # amp.init's logits are 16-bit
+
+    def precision_ops(self, inputs):
+        """The compute operators of the model's forward pass as MXNet ran them (the graph's in
+        mode hybrid, the blocks' in mode imperative), and whether the loss is scaled."""
+        import mxnet as mx
+
+        inputs = mx.nd.array(inputs, ctx=contexts(self.placement)[0], dtype=inputs.dtype)
+        return forward_ops(self.model, inputs, self.symbol), self.loss_scaling
 
     def train_step(self, batch):
         inputs, labels = batch
-        return train_step(self.model, self.loss_fn, self.trainer, self.placement, inputs, labels)
+        return train_step(self.train_model, self.loss_fn, self.trainer, self.placement, inputs, labels,
+                          self.loss_scaling)
 
     def set_learning_rate(self, lr):
         self.trainer.set_learning_rate(lr)

@@ -28,12 +28,14 @@ import time
 import traceback
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed, xla_flags_with_autotune
 from dlbench.contract import Placement
+from dlbench.precision import op
 
 STRATEGIES = ("none", *FRAMEWORKS["tensorflow"].strategies)
 WORKER_ENV = "DLBENCH_TF_WORKER"  # set in the worker processes of a multiworker run: their index on the node
@@ -276,3 +278,83 @@ def teardown(placement):
             except OSError:
                 return
             time.sleep(0.2)
+
+
+# --- precision: the compute ops of a traced forward pass -------------------------------------------
+
+# TensorFlow's compute ops (the graph's, and the fused ones of its optimised graphs, by name)
+COMPUTE_OPS = ("MatMul", "_FusedMatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Conv2D", "_FusedConv2D",
+               "Conv3D", "DepthwiseConv2dNative", "Conv2DBackpropInput")
+
+
+def forward_ops(fn, *args):
+    """The compute ops of fn(*args) traced as a tf.function (dlbench.precision.op each): every
+    op of COMPUTE_OPS that the outputs depend on, in the graph and in the functions it calls
+    (a while loop's body, counted once per iteration: its static trip count), with the dtype its
+    operands are multiplied in (its T attribute) and its FLOPs from its static shapes."""
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return [op(o.type, dtype, flops) for o, dtype, flops in _graph_ops(graph, 1)]
+
+
+def _graph_ops(graph, times):
+    from dlbench.frameworks.tensorflow.internals import function_graph
+
+    for o in _live_ops(graph):
+        if o.type in COMPUTE_OPS:
+            dtype = o.get_attr("Ta" if o.type == "BatchMatMulV3" else "T")
+            yield o, tf.as_dtype(dtype).name, times * _flops(o)
+        elif o.type in ("While", "StatelessWhile"):
+            yield from _graph_ops(function_graph(graph, o.get_attr("body").name), times * _trip_count(o, graph))
+        elif o.type in ("PartitionedCall", "StatefulPartitionedCall"):
+            yield from _graph_ops(function_graph(graph, o.get_attr("f").name), times)
+
+
+def _live_ops(graph):
+    """The graph's ops that its outputs (and stateful control outputs) depend on, in graph order:
+    not the ops traced only for their static shapes (Keras' RNN runs its first step once outside
+    the loop for them), which TensorFlow prunes before it runs the graph."""
+    live, todo = set(), [t.op for t in graph.outputs] + list(graph.control_outputs)
+    while todo:
+        o = todo.pop()
+        if o.name not in live:
+            live.add(o.name)
+            todo.extend([t.op for t in o.inputs] + list(o.control_inputs))
+    return [o for o in graph.get_operations() if o.name in live]
+
+
+def _static(tensor):
+    value = tf.get_static_value(tensor)
+    if value is None and tensor.op.type == "Max":  # Keras' RNN: maximum_iterations = max(input_length)
+        value = tf.get_static_value(tensor.op.inputs[0])
+        value = None if value is None else value.max()
+    return value
+
+
+def _trip_count(loop, graph):
+    """A while loop's static trip count: its maximum_iterations (loop input 1, while_v2's), or the
+    bound of its condition's `counter < bound`."""
+    from dlbench.frameworks.tensorflow.internals import function_graph
+
+    cond = function_graph(graph, loop.get_attr("cond").name)
+    bounds = [_static(loop.inputs[1])] + [_static(o.inputs[1]) for o in cond.get_operations() if o.type == "Less"]
+    bounds = [int(b) for b in bounds if b is not None and int(b) >= 0]
+    if not bounds:
+        raise ValueError(f"the while loop {loop.name} has no static trip count: its FLOPs are unknown")
+    return min(bounds)
+
+
+def _flops(o):
+    """2 x multiply-adds of one compute op, from its static shapes."""
+    shape = [t.shape.as_list() for t in o.inputs]
+    out = o.outputs[0].shape.as_list()
+    if o.type in ("MatMul", "_FusedMatMul"):
+        inner = shape[0][0] if o.get_attr("transpose_a") else shape[0][1]
+    elif o.type.startswith("BatchMatMul"):
+        inner = shape[0][-2] if o.get_attr("adj_x") else shape[0][-1]
+    elif o.type == "Conv2DBackpropInput":  # each of out_backprop's values times a window of the filter
+        return 2.0 * np.prod(shape[2]) * np.prod(shape[1][:3])
+    elif o.type == "DepthwiseConv2dNative":
+        inner = np.prod(shape[1][:2])
+    else:  # Conv2D, Conv3D, _FusedConv2D: each output value, a window of the filter over its input channels
+        inner = np.prod(shape[1][:-1])
+    return 2.0 * np.prod(out) * inner

@@ -1,11 +1,31 @@
 """TensorFlow's step: one strategy.run per batch (`make_train_step`) in the run's execution mode
-(`WorkloadMethods.make_step`), Adam, and what every TensorFlow workload module's step does the same way."""
+(`WorkloadMethods.make_step`), Adam, the precision policy (Keras' dtype policies, `dtype_policy`),
+and what every TensorFlow workload module's step does the same way."""
+import contextlib
+
 import keras
 import numpy as np
 import tensorflow as tf
 
+from dlbench import precision
 from dlbench.errors import NotApplicable
-from dlbench.frameworks.tensorflow import strategy
+from dlbench.frameworks.tensorflow import forward_ops, strategy
+
+# Keras' mixed precision policies: float32 variables, the layers' compute in 16 bits
+KERAS_POLICIES = {"float32": "float32", "mixed-bfloat16": "mixed_bfloat16", "mixed-float16": "mixed_float16"}
+
+
+@contextlib.contextmanager
+def dtype_policy(policy):
+    """Keras' global dtype policy of `policy` (dlbench.precision; None, a run without a precision:
+    float32) while the model's layers are made (each layer takes it when constructed), the
+    previous policy again after."""
+    before = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(KERAS_POLICIES[policy or precision.DEFAULT])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(before)
 
 
 def make_train_step(placement, replica_step, mode):
@@ -27,20 +47,30 @@ def make_train_step(placement, replica_step, mode):
     return train_step if mode == "eager" else tf.function(train_step, reduce_retracing=True)
 
 
-def make_adam(spec, learning_rate):
+def make_adam(spec, learning_rate, policy):
+    """Adam; under mixed-float16 in Keras' LossScaleOptimizer (dynamic loss scaling: the step scales
+    the loss by optimizer.scale_loss, its apply unscales the gradients and skips non-finite ones)."""
     opt = spec.optimizer
-    return keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
+    adam = keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2, epsilon=opt.eps)
+    return keras.optimizers.LossScaleOptimizer(adam) if policy == "mixed-float16" else adam
 
 
 class WorkloadMethods:
     """What every TensorFlow workload module does the same way: one replica's step with a
     GradientTape (self.model, self.loss_fn, self.optimizer) in the run's mode (`make_step`),
-    its per-batch call (self.step), and the parameter count."""
+    its per-batch call (self.step), the parameter count, and the precision record's forward pass
+    (the module's model_inputs(inputs): predict's inputs as the model takes them)."""
 
     def gradients(self, inputs, labels):
         with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, self.model(inputs, training=True))
-        return loss, tape.gradient(loss, self.model.trainable_variables)
+            loss = self.loss_fn(labels, tf.cast(self.model(inputs, training=True), tf.float32))
+            scaled = self.optimizer.scale_loss(loss)  # a LossScaleOptimizer's; Adam's is the loss itself
+        return loss, tape.gradient(scaled, self.model.trainable_variables)
+
+    def precision_ops(self, inputs):
+        """The compute ops of the model's forward pass in TensorFlow's graph, and whether the loss is scaled."""
+        ops = forward_ops(lambda x: self.model(x, training=False), self.model_inputs(inputs))
+        return ops, isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
 
     def make_step(self):
         """The training step in the run's mode (dlbench.frameworks: TensorFlow's modes): graph, a

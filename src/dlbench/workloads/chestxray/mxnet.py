@@ -234,7 +234,7 @@ class MXNetChestXray(WorkloadMethods, ChestXray):
 
         # The base rate times the number of devices, as the study did.
         self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement,
-                                            learning_rate=self.learning_rate)
+                                    learning_rate=self.learning_rate, loss_scaling=self.loss_scaling)
         self.loss_fn = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)  # mean over the 14 per sample
         if self.spec.input == "real":
             self.sampler, self.train_loader = training_loader(self)

@@ -33,7 +33,7 @@ from dlbench.contract import shard
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import dtype_policy, make_adam, WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
 from dlbench.workloads.chestxray.keras import build_model, load_weights  # the Keras model, shared
 
@@ -164,18 +164,18 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = adapter.strategy(self.placement)
         crop = self.spec.data.crop
-        with self.strategy.scope():
+        with self.strategy.scope(), dtype_policy(self.applied_precision):
             self.model = build_model(self.spec.model, crop, self.spec.weights)
 
         @tf.function(input_signature=[tf.TensorSpec((None, crop, crop, 3), tf.float32)])
         def infer(images):
-            return self.model(images, training=False)
+            return tf.cast(self.model(images, training=False), tf.float32)  # a mixed policy's logits are 16-bit
 
         self.infer = infer
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = make_adam(self.spec, self.learning_rate)
+            self.optimizer = make_adam(self.spec, self.learning_rate, self.applied_precision)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
             self.loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)  # the mean over samples and pathologies
         if self.spec.mode == "recompute":
@@ -193,9 +193,10 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
             return super().gradients(inputs, labels)
         model = self.recomputing_model
         with tf.GradientTape() as tape:
-            loss = self.loss_fn(labels, model(inputs))
+            loss = self.loss_fn(labels, tf.cast(model(inputs), tf.float32))
+            scaled = self.optimizer.scale_loss(loss)
         with model.recomputing():
-            return loss, tape.gradient(loss, self.model.trainable_variables)
+            return loss, tape.gradient(scaled, self.model.trainable_variables)
 
     def batches(self, order, epochs):
         if self.spec.input == "real":
@@ -251,8 +252,11 @@ class TensorFlowChestXray(WorkloadMethods, ChestXray):
         for images in data.with_options(loader_options(workers)):
             yield images.numpy().transpose(0, 3, 1, 2)
 
+    def model_inputs(self, inputs):
+        return np.ascontiguousarray(inputs.transpose(0, 2, 3, 1))
+
     def predict(self, inputs):
-        return self.infer(np.ascontiguousarray(inputs.transpose(0, 2, 3, 1))).numpy()
+        return self.infer(self.model_inputs(inputs)).numpy()
 
     def load_weights(self, weights):
         load_weights(self.model, weights)

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import dtype_policy, make_adam, WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
@@ -24,18 +24,18 @@ class TensorFlowImdb(WorkloadMethods, Imdb):
         keras.utils.set_random_seed(self.spec.seed)
         self.strategy = adapter.strategy(self.placement)
         m = self.spec.model
-        with self.strategy.scope():
+        with self.strategy.scope(), dtype_policy(self.applied_precision):
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
 
         @tf.function(input_signature=[tf.TensorSpec((None, m.maxlen), tf.int32)])
         def infer(sequences):
-            return self.model(sequences, training=False)
+            return tf.cast(self.model(sequences, training=False), tf.float32)  # a mixed policy's logits are 16-bit
 
         self.infer = infer
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr)  # see set_learning_rate
+            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr, self.applied_precision)  # see set_learning_rate
             self.optimizer.build(self.model.trainable_variables)
             self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # The loader's copy in host memory, gathered from as a loader would; no NumPy copy beside it.
@@ -60,8 +60,11 @@ class TensorFlowImdb(WorkloadMethods, Imdb):
     def set_learning_rate(self, lr):
         self.optimizer.learning_rate = lr  # assigns the optimizer's rate variable: the step is not retraced
 
+    def model_inputs(self, inputs):
+        return inputs.astype(np.int32)
+
     def predict(self, inputs):
-        return self.infer(inputs.astype(np.int32)).numpy()
+        return self.infer(self.model_inputs(inputs)).numpy()
 
     def load_weights(self, weights):
         load_weights(self.model, weights)

@@ -55,7 +55,8 @@ class MXNetMnist(WorkloadMethods, Mnist):
         import mxnet as mx
         from mxnet import gluon
 
-        self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement)
+        self.trainer = make_trainer(self.model.collect_params(), self.spec.optimizer, self.placement,
+                                    loss_scaling=self.loss_scaling)
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
         # The training split in this process's memory (shared with the numpy arrays, not
         # copied); labels as float, as SoftmaxCrossEntropyLoss and argmax's output are in MXNet.

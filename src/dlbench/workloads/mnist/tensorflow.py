@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
-from dlbench.frameworks.tensorflow.step import make_adam, WorkloadMethods
+from dlbench.frameworks.tensorflow.step import dtype_policy, make_adam, WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
@@ -22,18 +22,18 @@ class TensorFlowMnist(WorkloadMethods, Mnist):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = adapter.strategy(self.placement)
-        with self.strategy.scope():
+        with self.strategy.scope(), dtype_policy(self.applied_precision):
             self.model = build_model(self.spec.model.name)
 
         @tf.function(input_signature=[tf.TensorSpec((None, 28, 28, 1), tf.float32)])
         def infer(images):
-            return self.model(images, training=False)
+            return tf.cast(self.model(images, training=False), tf.float32)  # a mixed policy's logits are 16-bit
 
         self.infer = infer
 
     def build_training(self):
         with self.strategy.scope():
-            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr)
+            self.optimizer = make_adam(self.spec, self.spec.optimizer.lr, self.applied_precision)
             self.optimizer.build(self.model.trainable_variables)  # its slots mirrored too, made here
             self.loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         # The input pipeline's copy in host memory; no NumPy copy is kept beside it.
@@ -51,8 +51,10 @@ class TensorFlowMnist(WorkloadMethods, Mnist):
 
         return distribute(self.placement, order, make_dataset)
 
+    model_inputs = staticmethod(to_nhwc)
+
     def predict(self, inputs):
-        return self.infer(to_nhwc(inputs)).numpy()
+        return self.infer(self.model_inputs(inputs)).numpy()
 
     def load_weights(self, weights):
         load_weights(self.model, weights)
