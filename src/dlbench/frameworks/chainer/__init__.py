@@ -12,6 +12,12 @@ Chainer computes on the CPU with numpy (no iDeep in this environment): its threa
 BLAS pool, set at run time through threadpoolctl (numpy is loaded before `setup`, so the
 OPENBLAS_NUM_THREADS variable would come too late); the run's threads split over the processes,
 as PyTorch's DDP processes do.
+
+Precision: float32, or mixed-float16 on GPUs as Chainer's idiom has it (`setup`: chainer.config.dtype
+= chainer.mixed16: float16 links and activations, batch normalisation's float32; make_optimizer:
+float32 master weights and Adam's state, use_fp32_update, and dynamic loss scaling,
+optimizer.loss_scaling(); written, not run here: no GPU build). Chainer has no bfloat16
+(dlbench.frameworks.NOT_APPLICABLE), and its float16 on a CPU is not applicable (`check`).
 """
 import json
 import os
@@ -22,8 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench import precision
 from dlbench.contract import Placement
-from dlbench.errors import FrameworkError
+from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
 from dlbench.machine import gpus
@@ -33,6 +40,9 @@ STRATEGIES = ("none", *FRAMEWORKS["chainer"].strategies)
 RANK_MODULE = ranks.__name__  # what each MPI process runs
 ARGS_FILE = "chainermn-args.json"  # beside the run's result file, in the harness's folder
 STDERR_TAIL = 3000  # characters of the failed ranks' errors, and of their error output, a failed launch reports
+NO_CPU_FLOAT16 = ("Chainer's mixed16 (float16) computes on a CPU with numpy, whose float16 has no oneDNN or BLAS "
+                  "kernels (no iDeep for float16 either): every product would be emulated, converting to float32 "
+                  "and back; Chainer's mixed16 is GPU-oriented (cuDNN and cuBLAS)")
 
 
 def version():
@@ -81,6 +91,8 @@ def check(spec, device_kind):
         raise ValueError(f"unknown Chainer strategy {spec.strategy!r}, expected one of {STRATEGIES}")
     if spec.strategy == "none" and spec.devices != 1:
         raise ValueError(f"strategy none runs on one device, not {spec.devices}")
+    if spec.precision == "mixed-float16" and device_kind == "cpu":
+        raise NotApplicable(NO_CPU_FLOAT16)
 
 
 def mpiexec():
@@ -121,6 +133,8 @@ def setup(spec, device_kind, rank):
     processes = spec.devices if spec.strategy == "chainermn" else 1
     threads = max(1, spec.threads // processes)
     threadpool_limits(limits=threads, user_api="blas")  # numpy's BLAS pool, for the rest of the process
+    if precision.applied(spec) == "mixed-float16":  # before the model is built: its links take their dtype from it
+        chainer.global_config.dtype = chainer.mixed16
     handles = {"strategy": spec.strategy, "iterators": [], "communicator": None}
     if processes > 1:
         import chainermn

@@ -61,6 +61,7 @@ from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import CUDNN_AUTOTUNE, denormals, flushed, xla_flags_with_autotune
 from dlbench.contract import Placement
 from dlbench.errors import FrameworkError
+from dlbench.frameworks.jax.hlo import forward_ops  # noqa: F401 (the precision proof: Keras on JAX uses it too)
 
 STRATEGIES = ("none", "sharding")
 BATCH_AXIS = "batch"

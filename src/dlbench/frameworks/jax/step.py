@@ -1,12 +1,21 @@
 """What the JAX workload modules share for training: the compiled step over the pure state of
 the model and its optax optimizer (`Training`: see the adapter's docstring for why jax.jit
 over nnx.split state), batches on the mesh, Adam, predictions and the parameter count
-(`WorkloadMethods`)."""
+(`WorkloadMethods`), the precision policy (`compute_dtype`, float16's dynamic loss scaling) and its
+proof (`WorkloadMethods.precision_ops`)."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from dlbench.frameworks.jax import hold, local_replica
+from dlbench import precision
+from dlbench.frameworks.jax import forward_ops, hold, local_replica
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
+
+# float16's dynamic loss scaling (as PyTorch's GradScaler and Keras' LossScaleOptimizer do it; JAX has
+# none of its own): the loss times the scale, the gradients divided by it; a step whose gradients are
+# not finite is skipped and halves the scale, GROWTH_INTERVAL finite steps in a row double it.
+INITIAL_SCALE = 2.0 ** 15
+GROWTH_INTERVAL = 2000
 
 
 def place_batch(placement, arrays):
@@ -25,6 +34,24 @@ def make_adam(spec, learning_rate):
     opt = spec.optimizer
     return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=opt.beta1, b2=opt.beta2,
                                                 eps=opt.eps)
+
+
+def compute_dtype(policy):
+    """The `dtype` of the model's Conv, Linear, Embed and LSTM-cell modules under a precision policy
+    (Flax's idiom: no automatic mixed precision; a module computes in its dtype, its parameters
+    keep param_dtype, float32 as Flax's default, so optax's state is float32 too; each module casts
+    its inputs to its dtype, so the first one casts the model's inputs). BatchNorm keeps dtype None:
+    its float32 parameters promote it to float32, as Keras' policies and autocast keep it.
+    float32: None, Flax's inference from the float32 inputs and parameters (the model as before)."""
+    return None if policy == "float32" else jnp.dtype(precision.COMPUTE_DTYPE[policy])
+
+
+def loss_scale_update(scaler, finite):
+    """The scale after a step (`finite`: whether its gradients were)."""
+    good = jnp.where(finite, scaler["good"] + 1, 0)
+    grow = good >= GROWTH_INTERVAL
+    scale = jnp.where(finite, jnp.where(grow, scaler["scale"] * 2, scaler["scale"]), scaler["scale"] / 2)
+    return {"scale": scale, "good": jnp.where(grow, 0, good)}
 
 
 def abstract(build):
@@ -47,31 +74,50 @@ def parameters(model):
 
 class Training:
     """The model and its optimizer as one pure state (nnx.split), replicated over the mesh, and
-    the jit-compiled step that updates it: loss_fn(model outputs, labels) -> the batch's mean loss."""
+    the jit-compiled step that updates it: loss_fn(model outputs, labels) -> the batch's mean loss,
+    of the outputs cast to float32 (a no-op under float32). loss_scaling: float16's dynamic loss
+    scaling (`self.scaler`, the scale and the finite steps in a row, beside the state)."""
 
-    def __init__(self, placement, model, tx, loss_fn):
+    def __init__(self, placement, model, tx, loss_fn, loss_scaling=False):
         from flax import nnx
 
         self.placement = placement
         optimizer = nnx.Optimizer(model, tx, wrt=nnx.Param)
         self.graphdef, state = nnx.split((model, optimizer))
         self.state = jax.device_put(state, placement.handles["replicated"])
+        self.scaler = jax.device_put({"scale": jnp.float32(INITIAL_SCALE), "good": jnp.int32(0)},
+                                     placement.handles["replicated"]) if loss_scaling else None
         graphdef = self.graphdef
 
-        def step(state, inputs, labels):
+        def step(state, scaler, inputs, labels):
+            before = jax.tree.leaves(state)
             model, optimizer = nnx.merge(graphdef, state)
 
             def loss_of(model):
-                return loss_fn(model(inputs), labels)
+                return loss_fn(model(inputs).astype(jnp.float32), labels)
 
-            loss, grads = nnx.value_and_grad(loss_of)(model)
+            if scaler is None:
+                loss, grads = nnx.value_and_grad(loss_of)(model)
+                optimizer.update(model, grads)
+                return nnx.state((model, optimizer)), None, loss
+
+            def scaled(model):
+                loss = loss_of(model)
+                return loss * scaler["scale"], loss
+
+            (_, loss), grads = nnx.value_and_grad(scaled, has_aux=True)(model)
+            grads = jax.tree.map(lambda g: g / scaler["scale"], grads)
+            finite = jnp.all(jnp.stack([jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads)]))
             optimizer.update(model, grads)
-            return nnx.state((model, optimizer)), loss
+            after, tree = jax.tree.flatten(nnx.state((model, optimizer)))
+            # a step of non-finite gradients is skipped: the state as it was
+            kept = jax.tree.unflatten(tree, [jnp.where(finite, a, b) for a, b in zip(after, before)])
+            return kept, loss_scale_update(scaler, finite), loss
 
         self.step = jax.jit(step, donate_argnums=0)
 
     def __call__(self, inputs, labels):
-        self.state, loss = self.step(self.state, inputs, labels)
+        self.state, self.scaler, loss = self.step(self.state, self.scaler, inputs, labels)
         hold(self.placement, loss)
         return loss
 
@@ -105,14 +151,23 @@ class WorkloadMethods:
             graphdef = nnx.graphdef(nnx.view(self.model, use_running_average=True, raise_if_not_found=False))
 
             def infer(state, inputs):
-                return nnx.merge(graphdef, state)(inputs)
+                return nnx.merge(graphdef, state)(inputs).astype(jnp.float32)
 
             self._infer = jax.jit(infer)
         return self._infer
 
     def predict(self, inputs):
-        """On this process's devices (all of a one-process run's): process 0 evaluates alone,
-        on its replica of the training state."""
+        return np.asarray(self._inference()(*self._inference_arguments(inputs)))
+
+    def precision_ops(self, inputs):
+        """The compute operations of the prediction's forward pass as XLA compiled it (forward_ops:
+        its optimised HLO), and whether the training loss is scaled."""
+        ops = forward_ops(self._inference(), *self._inference_arguments(inputs))
+        return ops, self.training is not None and self.training.scaler is not None
+
+    def _inference_arguments(self, inputs):
+        """The state and the inputs of a prediction, on this process's devices (all of a one-process
+        run's): process 0 evaluates alone, on its replica of the training state."""
         from flax import nnx
 
         inputs = np.ascontiguousarray(self.to_model_layout(inputs.astype(self.input_dtype, copy=False)))
@@ -124,7 +179,7 @@ class WorkloadMethods:
         # Split over the devices where the batch divides evenly, else every device reads it all.
         sharding = (handles["local_batch"] if len(inputs) % self.placement.local_devices == 0
                     else handles["local_replicated"])
-        return np.asarray(self._inference()(state, jax.device_put(inputs, sharding)))
+        return state, jax.device_put(inputs, sharding)
 
     def parameter_count(self):
         return parameters(self.model)

@@ -19,7 +19,10 @@ jitted take: no transfer from the host in a step. Evaluation
 decodes the validation and test images through a grain loader of its own with `workers` workers
 too (kept for the run: one round per evaluation, after each convergence segment while the
 training order is still being read, and the final test). One jit-compiled step per batch
-(dlbench.frameworks.jax.step.Training).
+(dlbench.frameworks.jax.step.Training). Mixed precision: the convolutions and the classifier
+compute in the policy's dtype (`compute_dtype`; the first convolution casts the images), the
+batch normalisations in float32 (their float32 parameters promote them), every parameter float32;
+the logits cast to float32 for the loss.
 """
 import math
 
@@ -31,7 +34,8 @@ from flax import nnx
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks.jax.loaders import Feed, feed_order, order_feed
-from dlbench.frameworks.jax.step import abstract, make_adam, WorkloadMethods, place_batch, Training
+from dlbench.frameworks.jax.step import abstract, compute_dtype, make_adam, WorkloadMethods, place_batch, Training
+from dlbench.precision import LOSS_SCALING
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
 from dlbench.contract import one_ahead
@@ -43,9 +47,9 @@ KAIMING_NORMAL = nnx.initializers.variance_scaling(2.0, "fan_in", "normal")  # n
 TORCH_LINEAR = nnx.initializers.variance_scaling(1 / 3, "fan_in", "uniform")  # nn.Linear's default weight
 
 
-def conv(in_features, out_features, kernel, rngs, stride=1, padding=0):
+def conv(in_features, out_features, kernel, rngs, dtype, stride=1, padding=0):
     return nnx.Conv(in_features, out_features, (kernel, kernel), strides=stride, padding=padding, use_bias=False,
-                    kernel_init=KAIMING_NORMAL, rngs=rngs)
+                    kernel_init=KAIMING_NORMAL, dtype=dtype, rngs=rngs)
 
 
 def batch_norm(features, rngs):
@@ -55,11 +59,11 @@ def batch_norm(features, rngs):
 class DenseLayer(nnx.Module):
     """BN-ReLU-conv1x1 (bottleneck x growth channels), BN-ReLU-conv3x3 (growth channels)."""
 
-    def __init__(self, in_features, growth, bottleneck, rngs):
+    def __init__(self, in_features, growth, bottleneck, rngs, dtype):
         self.norm1 = batch_norm(in_features, rngs)
-        self.conv1 = conv(in_features, bottleneck * growth, 1, rngs)
+        self.conv1 = conv(in_features, bottleneck * growth, 1, rngs, dtype)
         self.norm2 = batch_norm(bottleneck * growth, rngs)
-        self.conv2 = conv(bottleneck * growth, growth, 3, rngs, padding=1)
+        self.conv2 = conv(bottleneck * growth, growth, 3, rngs, dtype, padding=1)
 
     def __call__(self, features):
         bottleneck = self.conv1(nnx.relu(self.norm1(features)))
@@ -67,10 +71,10 @@ class DenseLayer(nnx.Module):
 
 
 class DenseBlock(nnx.Module):
-    def __init__(self, layers, in_features, growth, bottleneck, rngs):
+    def __init__(self, layers, in_features, growth, bottleneck, rngs, dtype):
         self.names = tuple(f"denselayer{i + 1}" for i in range(layers))
         for i, name in enumerate(self.names):
-            setattr(self, name, DenseLayer(in_features + i * growth, growth, bottleneck, rngs))
+            setattr(self, name, DenseLayer(in_features + i * growth, growth, bottleneck, rngs, dtype))
 
     def __call__(self, x):
         features = [x]
@@ -82,9 +86,9 @@ class DenseBlock(nnx.Module):
 class Transition(nnx.Module):
     """BN-ReLU-conv1x1 (compression) and 2x2 average pooling."""
 
-    def __init__(self, in_features, out_features, rngs):
+    def __init__(self, in_features, out_features, rngs, dtype):
         self.norm = batch_norm(in_features, rngs)
-        self.conv = conv(in_features, out_features, 1, rngs)
+        self.conv = conv(in_features, out_features, 1, rngs, dtype)
 
     def __call__(self, x):
         return nnx.avg_pool(self.conv(nnx.relu(self.norm(x))), (2, 2), strides=(2, 2))
@@ -93,17 +97,17 @@ class Transition(nnx.Module):
 class Features(nnx.Module):
     """conv 7x7/2, BN, ReLU, max pool 3x3/2, dense blocks and transitions, final BN."""
 
-    def __init__(self, blocks, growth, bottleneck, compression, init_features, rngs):
-        self.conv0 = conv(3, init_features, 7, rngs, stride=2, padding=3)
+    def __init__(self, blocks, growth, bottleneck, compression, init_features, rngs, dtype):
+        self.conv0 = conv(3, init_features, 7, rngs, dtype, stride=2, padding=3)
         self.norm0 = batch_norm(init_features, rngs)
         names, features = [], init_features
         for i, layers in enumerate(blocks):
-            setattr(self, f"denseblock{i + 1}", DenseBlock(layers, features, growth, bottleneck, rngs))
+            setattr(self, f"denseblock{i + 1}", DenseBlock(layers, features, growth, bottleneck, rngs, dtype))
             names.append(f"denseblock{i + 1}")
             features += layers * growth
             if i != len(blocks) - 1:
                 out_features = int(features * compression)
-                setattr(self, f"transition{i + 1}", Transition(features, out_features, rngs))
+                setattr(self, f"transition{i + 1}", Transition(features, out_features, rngs, dtype))
                 names.append(f"transition{i + 1}")
                 features = out_features
         self.names, self.out_features = tuple(names), features
@@ -120,20 +124,22 @@ class Features(nnx.Module):
 class DenseNet(nnx.Module):
     """features, ReLU, global average pooling, a linear classifier of `classes` logits;
     initialised as torchvision initialises it (Kaiming-normal convolutions, BN weight 1 and bias
-    0, linear bias 0, the linear weight as PyTorch's default)."""
+    0, linear bias 0, the linear weight as PyTorch's default). dtype: the convolutions' and the
+    classifier's computation (compute_dtype)."""
 
-    def __init__(self, classes, blocks, growth, bottleneck, compression, init_features, rngs):
-        self.features = Features(blocks, growth, bottleneck, compression, init_features, rngs)
-        self.classifier = nnx.Linear(self.features.out_features, classes, kernel_init=TORCH_LINEAR, rngs=rngs)
+    def __init__(self, classes, blocks, growth, bottleneck, compression, init_features, rngs, dtype=None):
+        self.features = Features(blocks, growth, bottleneck, compression, init_features, rngs, dtype)
+        self.classifier = nnx.Linear(self.features.out_features, classes, kernel_init=TORCH_LINEAR, dtype=dtype,
+                                     rngs=rngs)
 
     def __call__(self, x):
         return self.classifier(jnp.mean(nnx.relu(self.features(x)), axis=(1, 2)))
 
 
-def build_model(model, rngs):
+def build_model(model, rngs, dtype=None):
     """model: the spec's DenseNetModel (DenseNet-121: 6,968,206 parameters with 14 outputs)."""
     return DenseNet(model.classes, model.blocks, model.growth, model.bottleneck, model.compression,
-                    model.init_features, rngs)
+                    model.init_features, rngs, dtype)
 
 
 def load_imagenet_weights(model, path):
@@ -188,7 +194,7 @@ def sigmoid_cross_entropy(logits, labels):
 class JaxChestXray(WorkloadMethods, ChestXray):
     def build_model(self):
         def build():
-            return build_model(self.spec.model, nnx.Rngs(self.spec.seed))
+            return build_model(self.spec.model, nnx.Rngs(self.spec.seed), compute_dtype(self.applied_precision))
 
         if self.spec.weights:  # ImageNet's, but for the classifier, which keeps its initialisation
             self.model = build()
@@ -198,7 +204,8 @@ class JaxChestXray(WorkloadMethods, ChestXray):
 
     def build_training(self):
         adam = make_adam(self.spec, self.learning_rate)
-        self.training = Training(self.placement, self.model, adam, sigmoid_cross_entropy)
+        self.training = Training(self.placement, self.model, adam, sigmoid_cross_entropy,
+                                 loss_scaling=LOSS_SCALING[self.applied_precision])
         spec = self.spec
         if spec.input in ("synthetic", "resident"):  # the loader's copy in host memory, as MNIST keeps its data
             self.images, self.labels = to_nhwc(self.synthetic_images), self.synthetic_labels

@@ -12,13 +12,17 @@ batch); 0 workers: in the consuming thread; N workers: N grain worker processes,
 and kept, reading the training arrays memory-mapped. Evaluation predicts the test arrays in
 memory, without the loader. The learning rate is a hyperparameter in the optimizer state
 (optax.inject_hyperparams), set by set_learning_rate at the step where the schedule changes it.
+Mixed precision: the embedding's output, the cell's two products a step and the classifier in the
+policy's dtype (`compute_dtype`), the parameters and the LSTM's carry (its param_dtype) float32;
+the logits cast to float32 for the loss.
 """
 import numpy as np
 import optax
 from flax import nnx
 
 from dlbench.frameworks.jax.loaders import feed_order, GatherBatch, order_feed
-from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, Training
+from dlbench.frameworks.jax.step import compute_dtype, make_adam, WorkloadMethods, Training
+from dlbench.precision import LOSS_SCALING
 from dlbench.workloads.imdb.task import Imdb
 
 
@@ -27,10 +31,10 @@ class SentimentLSTM(nnx.Module):
     5000,128,128: Flax's LSTM cells have one bias vector per gate, as Keras' (PyTorch and MXNet
     keep cuDNN's two, 4 * hidden parameters more: 772,354)."""
 
-    def __init__(self, vocabulary, embedding, hidden, classes, rngs):
-        self.embedding = nnx.Embed(vocabulary, embedding, rngs=rngs)
-        self.lstm = nnx.RNN(nnx.OptimizedLSTMCell(embedding, hidden, rngs=rngs))
-        self.classifier = nnx.Linear(hidden, classes, rngs=rngs)
+    def __init__(self, vocabulary, embedding, hidden, classes, rngs, dtype=None):
+        self.embedding = nnx.Embed(vocabulary, embedding, dtype=dtype, rngs=rngs)
+        self.lstm = nnx.RNN(nnx.OptimizedLSTMCell(embedding, hidden, dtype=dtype, rngs=rngs))
+        self.classifier = nnx.Linear(hidden, classes, dtype=dtype, rngs=rngs)
 
     def __call__(self, tokens):
         outputs = self.lstm(self.embedding(tokens))
@@ -38,9 +42,9 @@ class SentimentLSTM(nnx.Module):
         return self.classifier(outputs[:, -1])
 
 
-def build_model(model, rngs):
-    """model: the spec's LstmModel."""
-    return SentimentLSTM(model.vocabulary, model.embedding, model.hidden, model.classes, rngs)
+def build_model(model, rngs, dtype=None):
+    """model: the spec's LstmModel; dtype: the computation's (compute_dtype)."""
+    return SentimentLSTM(model.vocabulary, model.embedding, model.hidden, model.classes, rngs, dtype)
 
 
 def cross_entropy(logits, labels):
@@ -51,11 +55,12 @@ class JaxImdb(WorkloadMethods, Imdb):
     input_dtype = "int32"
 
     def build_model(self):
-        self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed))
+        self.model = build_model(self.spec.model, nnx.Rngs(self.spec.seed), compute_dtype(self.applied_precision))
 
     def build_training(self):
         adam = make_adam(self.spec, self.spec.optimizer.lr)  # its rate set by set_learning_rate
-        self.training = Training(self.placement, self.model, adam, cross_entropy)
+        self.training = Training(self.placement, self.model, adam, cross_entropy,
+                                 loss_scaling=LOSS_SCALING[self.applied_precision])
         self.loader = order_feed(self.placement, self.spec, "imdb")
         # The loader's copy in host memory (with workers, in its folder); no other copy is kept.
         arrays = self.loader.arrays((self.train_sequences.astype(np.int32), self.train_labels.astype(np.int32)))

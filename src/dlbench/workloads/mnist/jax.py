@@ -5,7 +5,9 @@ the state replicated).
 The training data lives in host memory (channels last, as Flax's convolutions take it); each
 batch is one vectorised numpy gather in the consuming thread, placed on the devices with the
 batch sharding (no loader threads or prefetch: it loads when the step asks for it). One
-jit-compiled step per batch (dlbench.frameworks.jax.step.Training).
+jit-compiled step per batch (dlbench.frameworks.jax.step.Training). Mixed precision: the
+convolutions and linear layers compute in the policy's dtype (`compute_dtype`; the first
+convolution casts the images), their parameters float32; the logits cast to float32 for the loss.
 """
 from functools import partial
 
@@ -13,7 +15,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from dlbench.frameworks.jax.step import abstract, make_adam, WorkloadMethods, place_batch, Training
+from dlbench.frameworks.jax.step import abstract, compute_dtype, make_adam, WorkloadMethods, place_batch, Training
+from dlbench.precision import LOSS_SCALING
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -21,21 +24,21 @@ def flatten(x):
     return x.reshape(x.shape[0], -1)
 
 
-def build_model(name, rngs):
+def build_model(name, rngs, dtype=None):
     """The models every framework builds; 402,442 and 4,104,202 parameters (channels last). The
-    layers of an nnx.Sequential, indexed as PyTorch's nn.Sequential (its '3.weight' is layers[3])."""
+    layers of an nnx.Sequential, indexed as PyTorch's nn.Sequential (its '3.weight' is layers[3]).
+    dtype: the layers' computation (compute_dtype), their parameters float32."""
     pool = partial(nnx.max_pool, window_shape=(2, 2), strides=(2, 2))
+    linear = partial(nnx.Linear, dtype=dtype, rngs=rngs)
 
     def conv(channels_in, channels_out):
-        return [nnx.Conv(channels_in, channels_out, (3, 3), padding=1, rngs=rngs), nnx.relu, pool]
+        return [nnx.Conv(channels_in, channels_out, (3, 3), padding=1, dtype=dtype, rngs=rngs), nnx.relu, pool]
 
     if name == "small":
-        return nnx.Sequential(*conv(1, 32), flatten, nnx.Linear(32 * 14 * 14, 64, rngs=rngs), nnx.relu,
-                              nnx.Linear(64, 10, rngs=rngs))
+        return nnx.Sequential(*conv(1, 32), flatten, linear(32 * 14 * 14, 64), nnx.relu, linear(64, 10))
     if name == "large":
         return nnx.Sequential(*conv(1, 128), *conv(128, 256), *conv(256, 512), flatten,
-                              nnx.Linear(512 * 3 * 3, 512, rngs=rngs), nnx.relu, nnx.Linear(512, 512, rngs=rngs),
-                              nnx.relu, nnx.Linear(512, 10, rngs=rngs))
+                              linear(512 * 3 * 3, 512), nnx.relu, linear(512, 512), nnx.relu, linear(512, 10))
     raise ValueError(f"unknown model {name!r}")
 
 
@@ -49,11 +52,13 @@ def cross_entropy(logits, labels):
 
 class JaxMnist(WorkloadMethods, Mnist):
     def build_model(self):
-        self.model = abstract(lambda: build_model(self.spec.model.name, nnx.Rngs(self.spec.seed)))
+        dtype = compute_dtype(self.applied_precision)
+        self.model = abstract(lambda: build_model(self.spec.model.name, nnx.Rngs(self.spec.seed), dtype))
 
     def build_training(self):
         adam = make_adam(self.spec, self.spec.optimizer.lr)
-        self.training = Training(self.placement, self.model, adam, cross_entropy)
+        self.training = Training(self.placement, self.model, adam, cross_entropy,
+                                 loss_scaling=LOSS_SCALING[self.applied_precision])
         # The loader's copy in host memory; no NCHW copy is kept beside it.
         self.images, self.labels = to_nhwc(self.train_images), self.train_labels.astype(np.int32)
         del self.train_images, self.train_labels
