@@ -13,6 +13,9 @@ Used by the JAX workload modules (step.WorkloadMethods.precision_ops) and by Ker
 import json
 import re
 
+# the custom calls of a matrix product on GPUs: cuBLAS' (__cublas$gemm, __cublas$lt$matmul) and oneDNN's
+PRODUCT_TARGET = re.compile(r"gemm|mat" r"mul", re.IGNORECASE)
+
 from dlbench import precision
 
 HLO_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64", "s8": "int8",
@@ -161,7 +164,7 @@ def hlo_ops(text):
             elif opcode == "dot":
                 contracting = _dims(attributes, "lhs_contracting_dims")
                 flops, kind = _dot_flops(out_dims, operand_shapes[0][1], contracting), "dot"
-            elif opcode == "custom-call" and ("gemm" in target.lower() or "matmul" in target.lower()):
+            elif opcode == "custom-call" and PRODUCT_TARGET.search(target):
                 numbers = _backend_config(attributes)
                 numbers = numbers.get("gemm_backend_config", numbers).get("dot_dimension_numbers", {})
                 contracting = [int(d) for d in numbers.get("lhs_contracting_dimensions", [])]

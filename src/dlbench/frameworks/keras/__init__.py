@@ -26,6 +26,14 @@ for torch) and the torch trainer's fit runs on one device, so a point of more th
 is not applicable. Either engine splits each global batch into contiguous per-replica
 slices, replica r taking slice r, as dlbench.contract.shard does.
 
+Precision (dlbench.precision): Keras' dtype policies, "mixed_bfloat16" and "mixed_float16"
+(float32 variables, compute in the 16-bit type), set globally while the model is built
+(`dtype_policy`), each layer keeping the policy it was made under; the logits' layer is
+float32 (dtype="float32"), as Keras' mixed-precision guide says; BatchNormalization follows the
+policy as Keras does (its statistics in float32). The proof is the engine's own record of a
+forward pass (its adapter's forward_ops: the traced graph, the compiled HLO, the dispatched aten
+ops), made by fit.WorkloadMethods.precision_ops.
+
 What the Keras workload modules share is beside it: model.fit driven by the protocol's clock
 (fit.py), the PyDataset of the run's order and keras-tensorflow's tf.data pipeline of it
 (loaders.py), the uses of Keras' private API (internals.py).
@@ -55,6 +63,8 @@ MIRRORED_JIT = ("mode jit under the mirrored strategy: Keras' fit compiles its w
                 "variables are out of reach (\"Trying to access resource ... located in device CPU:1 from device "
                 "CPU:0\", TensorFlow's known XLA issue \"tf.Variable on a different device\"); Keras' own "
                 "jit_compile=\"auto\" turns XLA off under tf.distribute for this reason")
+# dlbench.precision's policies -> Keras' dtype policies
+DTYPE_POLICIES = {"float32": "float32", "mixed-bfloat16": "mixed_bfloat16", "mixed-float16": "mixed_float16"}
 
 
 def keras_backend_of(framework):
@@ -193,6 +203,20 @@ def scope(placement):
     if placement.handles.get("keras_strategy") == "mirrored":
         return placement.handles["strategy"].scope()
     return contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def dtype_policy(policy):
+    """Keras' global dtype policy of the precision `policy` while a model is built (its layers
+    keep it), the one before restored after: it is global state."""
+    import keras
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy(DTYPE_POLICIES[policy])
+    try:
+        yield
+    finally:
+        keras.config.set_dtype_policy(previous)
 
 
 def replicas(placement):

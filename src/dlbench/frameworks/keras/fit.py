@@ -24,11 +24,19 @@ Under a tf.distribute strategy TensorFlow's trainer always builds from a batch i
 and never trained on; `ClockCallback.on_train_begin` empties the enqueuer's ready queue
 (`internals.drop_queued_batches`: Keras' private API, in internals.py), which
 PyDatasetEnqueuer.stop keeps "for the next run".
+
+Precision: the model is built under the policy's Keras dtype policy (the workload modules, in
+dlbench.frameworks.keras.dtype_policy); mixed-float16 compiles Adam wrapped in a
+keras.optimizers.LossScaleOptimizer (dynamic loss scaling, Keras' defaults), explicitly: Keras'
+compile would wrap it by itself for a mixed_float16 model (auto_scale_loss), which is turned off
+so that the wrapping is this code's alone. `WorkloadMethods.precision_ops` is the proof: the
+engine adapter's forward_ops of one forward pass.
 """
 import functools
 
 import numpy as np
 
+from dlbench import precision
 from dlbench.errors import NotApplicable
 from dlbench.frameworks.keras import engine, replicas, scope
 from dlbench.frameworks.keras.loaders import fit_input
@@ -61,6 +69,10 @@ def _fit_classes():
 
         def on_epoch_end(self, epoch, logs=None):
             steps = self._iterations() - self.iterations
+            if isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer):
+                # its iterations count the applied steps only: a step whose scaled gradients
+                # overflowed is skipped (the scale halved), and fit ran it: its steps per epoch
+                steps = self.params["steps"]
             loss = (logs or {}).get("loss")
             self.clock.stop(steps, None if loss is None else float(loss) * steps, self.workload.pending())
             upcoming = self.clock.upcoming()
@@ -110,9 +122,11 @@ class WorkloadMethods:
         opt = self.spec.optimizer
         jit = {"jit": True, "no-jit": False}[self.spec.mode]
         with scope(self.placement):
-            self.model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1,
-                                                               beta_2=opt.beta2, epsilon=opt.eps), loss=loss,
-                               jit_compile=jit)
+            optimizer = keras.optimizers.Adam(learning_rate=learning_rate, beta_1=opt.beta1, beta_2=opt.beta2,
+                                              epsilon=opt.eps)
+            if precision.LOSS_SCALING[self.applied_precision]:
+                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)  # dynamic loss scaling
+            self.model.compile(optimizer=optimizer, loss=loss, jit_compile=jit, auto_scale_loss=False)
             self.model.compute_loss(y=labels, y_pred=outputs)
             self.model.optimizer.build(self.model.trainable_variables)
         self.placement.handles["jit_compile"] = self.model.jit_compile
@@ -172,16 +186,35 @@ class WorkloadMethods:
         import jax
 
         if getattr(self, "_stateless_predict", None) is None:
-            model = self.model
+            self._stateless_predict = jax.jit(self._stateless_forward)
+        return self._stateless_predict(*self._local_variables(),
+                                       jax.device_put(inputs, self.placement.handles["local_batch"]))
 
-            def call(trainable, non_trainable, x):
-                return model.stateless_call(trainable, non_trainable, x, training=False)[0]
+    def _stateless_forward(self, trainable, non_trainable, x):
+        """keras-jax: the model's inference pass as a function of its variables' values."""
+        return self.model.stateless_call(trainable, non_trainable, x, training=False)[0]
 
-            self._stateless_predict = jax.jit(call)
+    def _local_variables(self):
+        """keras-jax: this process's replica of the trainable and non-trainable values (the JAX
+        adapter's local_replica; as they are in one process)."""
         # the engine by name: keras-jax's runs depend on the JAX backend, the other Keras backends' do not
-        variables = engine("jax").local_replica(([v.value for v in self.model.trainable_variables],
-                                   [v.value for v in self.model.non_trainable_variables]), self.placement)
-        return self._stateless_predict(*variables, jax.device_put(inputs, self.placement.handles["local_batch"]))
+        return engine("jax").local_replica(([v.value for v in self.model.trainable_variables],
+                                            [v.value for v in self.model.non_trainable_variables]), self.placement)
+
+    def precision_ops(self, inputs):
+        """The compute ops of one inference pass on `inputs` (numpy, as predict takes them) as the
+        engine ran it, its adapter's forward_ops (dlbench.precision), and whether the loss is
+        scaled (the compiled optimizer is a LossScaleOptimizer). keras-jax compiles the model's
+        stateless call on this process's replica of the variables, as `_predict_alone` does
+        (process 0 measures alone); the others trace or dispatch model(x) as it is."""
+        import keras
+
+        name, inputs = self.placement.handles["keras_backend"], self.inputs_to_keras(inputs)
+        if name == "jax":
+            ops = engine(name).forward_ops(self._stateless_forward, *self._local_variables(), inputs)
+        else:
+            ops = engine(name).forward_ops(lambda x: self.model(x, training=False), inputs)
+        return ops, isinstance(self.model.optimizer, keras.optimizers.LossScaleOptimizer)
 
     def parameter_count(self):
         return sum(int(np.prod(w.shape)) for w in self.model.trainable_weights)

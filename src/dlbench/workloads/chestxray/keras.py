@@ -46,7 +46,8 @@ def build_model(model, crop, weights=None):
     final BN + ReLU + global average pool; Keras' default initialisers, which the shared start
     replaces; batch normalisation with PyTorch's momentum and epsilon) and a Dense head of
     model.classes logits: for DenseNet-121, 6,968,206 trainable parameters with 14 classes, as
-    PyTorch's. weights: None, or a Keras weights file of the headless DenseNet-121
+    PyTorch's; the head in float32 under a mixed policy (Keras' mixed-precision guide). weights:
+    None, or a Keras weights file of the headless DenseNet-121
     (densenet121_weights_tf_dim_ordering_tf_kernels_notop.h5), which loads everything but the head."""
     from dlbench.frameworks.keras import internals
 
@@ -62,7 +63,8 @@ def build_model(model, crop, weights=None):
             # the layer is called (traced), so setting them on the built layers is enough.
             layer.momentum, layer.epsilon = BN_MOMENTUM, BN_EPSILON
     name = densenet_name(model).lower().replace("-", "")
-    return keras.Model(backbone.input, layers.Dense(model.classes, name="pathologies")(backbone.output), name=name)
+    head = layers.Dense(model.classes, name="pathologies", dtype="float32")
+    return keras.Model(backbone.input, head(backbone.output), name=name)
 
 
 def check_model_spec(model):
@@ -156,7 +158,7 @@ class KerasChestXray(WorkloadMethods, ChestXray):
 
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
-        with adapter.scope(self.placement):
+        with adapter.scope(self.placement), adapter.dtype_policy(self.applied_precision):
             self.model = build_model(self.spec.model, self.spec.data.crop, self.spec.weights)
 
     def build_training(self):

@@ -24,13 +24,14 @@ def build_model(vocabulary, embedding, hidden, maxlen, classes):
     convention): 771,842 for 5000,128,128 against 772,354; load_weights sums PyTorch's two.
 
     The LSTM keeps the defaults that let Keras run its fused kernel (cuDNN on a GPU); the
-    sequences are padded in front, so the last step is the review's last token.
+    sequences are padded in front, so the last step is the review's last token. The logits'
+    layer is float32 under a mixed policy (Keras' mixed-precision guide).
     """
     return keras.Sequential([
         keras.Input((maxlen,), dtype="int32"),
         layers.Embedding(vocabulary, embedding),
         layers.LSTM(hidden),
-        layers.Dense(classes),
+        layers.Dense(classes, dtype="float32"),
     ])
 
 
@@ -54,7 +55,7 @@ class KerasImdb(WorkloadMethods, Imdb):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         m = self.spec.model
-        with adapter.scope(self.placement):
+        with adapter.scope(self.placement), adapter.dtype_policy(self.applied_precision):
             self.model = build_model(m.vocabulary, m.embedding, m.hidden, m.maxlen, m.classes)
 
     def build_training(self):

@@ -29,7 +29,8 @@ def build_model(name):
                 layers.Dense(512, activation="relu"), layers.Dense(512, activation="relu")]
     else:
         raise ValueError(f"unknown model {name!r}")
-    return keras.Sequential([keras.Input((28, 28, 1)), *body, layers.Dense(10)])
+    # the logits in float32 under a mixed policy (Keras' mixed-precision guide)
+    return keras.Sequential([keras.Input((28, 28, 1)), *body, layers.Dense(10, dtype="float32")])
 
 
 def to_nhwc(images):
@@ -65,7 +66,7 @@ class KerasMnist(WorkloadMethods, Mnist):
 
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
-        with adapter.scope(self.placement):
+        with adapter.scope(self.placement), adapter.dtype_policy(self.applied_precision):
             self.model = build_model(self.spec.model.name)
 
     def build_training(self):
