@@ -10,7 +10,7 @@ from dlbench.frameworks import UnknownVersion, check_written_for
 
 REPO = Path(__file__).resolve().parents[1]
 FRAMEWORKS_DIR = REPO / "src" / "dlbench" / "frameworks"
-PRIVATE = re.compile(r"\b(keras\.src|jax\._src|grain\._src|tensorflow\.python|torch\._C)\b|\._(children|kwargs|worker_pool|"
+PRIVATE = re.compile(r"\b(keras\.src|jax\._src|grain\._src|tensorflow\.python|torch\._C|torch\.utils\._\w+)\b|\._(children|kwargs|worker_pool|"
                      r"collect_params_with_prefix|del_thread_pool)\b")
 
 

@@ -26,8 +26,6 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from dlbench import precision
@@ -36,6 +34,7 @@ from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.processes import end_process
 from dlbench.numerics import denormals, flushed
 from dlbench.contract import Placement, one_ahead
+from dlbench.frameworks.pytorch.internals import TorchDispatchMode, tree_leaves
 from dlbench.errors import NotApplicable
 
 COMPILE, CHANNELS_LAST, CHECKPOINT = "compile", "channels-last", "checkpoint"
