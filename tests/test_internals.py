@@ -38,10 +38,10 @@ def test_private_api_is_used_only_in_the_internals_modules():
              if p.name != "internals.py" and any(PRIVATE.search(line.split("#")[0]) for line in p.read_text().splitlines()
                                                   if not line.lstrip().startswith(("#", '"', "'")))}
     assert users == set()
-    assert {p.parent.name for p in FRAMEWORKS_DIR.glob("*/internals.py")} == {"jax", "keras", "mxnet", "tensorflow"}
+    assert {p.parent.name for p in FRAMEWORKS_DIR.glob("*/internals.py")} == {"jax", "keras", "mxnet", "pytorch", "tensorflow"}
 
 
-@pytest.mark.parametrize("module", ["jax", "keras", "mxnet", "tensorflow"])
+@pytest.mark.parametrize("module", ["jax", "keras", "mxnet", "pytorch", "tensorflow"])
 def test_each_internals_module_was_written_for_the_pinned_version(module):
     pinned = pins()
     for package, version in written_for(FRAMEWORKS_DIR / module / "internals.py").items():

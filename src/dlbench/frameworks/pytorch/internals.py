@@ -13,7 +13,7 @@ from torch.utils._pytree import tree_leaves
 
 from dlbench.frameworks import check_written_for
 
-WRITTEN_FOR = "2.13.0"
-check_written_for(__file__, "torch", torch.__version__.split("+")[0], WRITTEN_FOR)
+WRITTEN_FOR = {"torch": "2.13.0"}
+check_written_for(__file__, "torch", torch.__version__.split("+")[0], WRITTEN_FOR["torch"])
 
 __all__ = ["TorchDispatchMode", "tree_leaves"]
