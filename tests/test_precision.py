@@ -122,8 +122,10 @@ PRECISION_FOLLOWED["jax"] = dict.fromkeys(CASES, False)
 # as float32 ones (its float normalisation, on float32 copies of the bfloat16-rounded operands): the
 # compiled HLO, what ran, is float32 in every case
 PRECISION_FOLLOWED["keras-jax"] = dict.fromkeys(CASES, False)
-# The loss of each of the first steps under mixed-bfloat16, relative to float32's from the same start.
-BFLOAT16_TOLERANCE = 5e-2
+# The loss of each of the first steps under mixed-bfloat16, relative to float32's from the same start: the
+# largest difference measured on 2026-12-02 (AMD EPYC family 25 model 17) was 3.3e-3 (PyTorch, MNIST step 6);
+# every framework and case was within 3.3e-3 (docs/measurements.md)
+BFLOAT16_TOLERANCE = 1e-2
 
 
 def precision_tasks(framework, folder):
