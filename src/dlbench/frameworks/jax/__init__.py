@@ -207,9 +207,8 @@ def local_replica(tree, placement):
     if placement.processes == 1:
         return tree
     sharding = placement.handles["local_replicated"]
-    # a replicated array's first shard on this process holds all of it, whatever its sharding: the
-    # training state before the first step (the precision's proof reads it then) is sharded as built
-    return jax.tree.map(lambda x: jax.device_put(np.asarray(x.addressable_shards[0].data), sharding), tree)
+    return jax.tree.map(lambda x: jax.make_array_from_single_device_arrays(
+        x.shape, sharding, [shard.data for shard in x.addressable_shards]), tree)
 
 
 def barrier(placement):

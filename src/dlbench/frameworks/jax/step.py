@@ -161,25 +161,40 @@ class WorkloadMethods:
 
     def precision_ops(self, inputs):
         """The compute operations of the prediction's forward pass as XLA compiled it (forward_ops:
-        its optimised HLO), and whether the training loss is scaled."""
-        ops = forward_ops(self._inference(), *self._inference_arguments(inputs))
-        return ops, self.training is not None and self.training.scaler is not None
+        its optimised HLO), and whether the training loss is scaled. Compiled for the arguments'
+        shapes, dtypes and shardings on this process's devices (XLA's program does not depend on their
+        values): across processes, before the first step, process 0 cannot read the state alone."""
+        from flax import nnx
+
+        handles = self.placement.handles
+        state = self.training.model_state() if self.training is not None else nnx.state(self.model)
+        state = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=handles["local_replicated"]),
+                             state)
+        inputs = self._model_inputs(inputs)
+        batch = jax.ShapeDtypeStruct(inputs.shape, inputs.dtype, sharding=self._inputs_sharding(inputs))
+        scaled = self.training is not None and self.training.scaler is not None
+        return forward_ops(self._inference(), state, batch), scaled
+
+    def _model_inputs(self, inputs):
+        return np.ascontiguousarray(self.to_model_layout(inputs.astype(self.input_dtype, copy=False)))
+
+    def _inputs_sharding(self, inputs):
+        """Split over this process's devices where the batch divides evenly, else every device reads it all."""
+        handles = self.placement.handles
+        divides = len(inputs) % self.placement.local_devices == 0
+        return handles["local_batch"] if divides else handles["local_replicated"]
 
     def _inference_arguments(self, inputs):
         """The state and the inputs of a prediction, on this process's devices (all of a one-process
         run's): process 0 evaluates alone, on its replica of the training state."""
         from flax import nnx
 
-        inputs = np.ascontiguousarray(self.to_model_layout(inputs.astype(self.input_dtype, copy=False)))
-        handles = self.placement.handles
+        inputs = self._model_inputs(inputs)
         if self.training is not None:
             state = local_replica(self.training.model_state(), self.placement)
         else:
-            state = jax.device_put(nnx.state(self.model), handles["local_replicated"])
-        # Split over the devices where the batch divides evenly, else every device reads it all.
-        sharding = (handles["local_batch"] if len(inputs) % self.placement.local_devices == 0
-                    else handles["local_replicated"])
-        return state, jax.device_put(inputs, sharding)
+            state = jax.device_put(nnx.state(self.model), self.placement.handles["local_replicated"])
+        return state, jax.device_put(inputs, self._inputs_sharding(inputs))
 
     def parameter_count(self):
         return parameters(self.model)
