@@ -1,4 +1,5 @@
 """What every workload's figures share (report environment: matplotlib, seaborn)."""
+import math
 import matplotlib.pyplot as plt  # Agg by itself where there is no display
 from matplotlib.lines import Line2D
 import pandas as pd
@@ -217,6 +218,11 @@ def modes_figure(ratios, runs, path, title):
 SIXTEEN_BIT_RATIO = r"mixed-(?:bfloat16|float16) / float32"
 
 
+def share_text(share):
+    """A share as a percentage cut, not rounded, to a tenth: 0.999997 is 99.9%, never 100%."""
+    return f"{math.floor(share * 1000) / 10:g}%"
+
+
 def precision_figure(ratios, runs, path, title):
     """What a 16-bit precision buys within its framework: steady throughput under the policy over
     float32's at the same point (ratio and interval; 1, dotted, is no change), each label with the
@@ -237,7 +243,7 @@ def precision_figure(ratios, runs, path, title):
             mine = mine[mine[k] == row[k]]
         share = mine["precision_share_16bit"].dropna().min() if "precision_share_16bit" in mine else float("nan")
         point = " ".join(f"{k}={plain(row[k])}" for k in varying if pd.notna(row[k]))
-        measured = f"(measured: {share:.0%} of its FLOPs in 16 bits)" if pd.notna(share) else "(not measured)"
+        measured = f"(measured: {share_text(share)} of its FLOPs in 16 bits)" if pd.notna(share) else "(not measured)"
         return " ".join(filter(None, (row["framework"], row["comparison"], point, measured)))
 
     interval_plot(rows, pd.Series([label(row) for _, row in rows.iterrows()], dtype=str), "ratio", "ci_low",

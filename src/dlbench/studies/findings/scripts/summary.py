@@ -25,7 +25,7 @@ import pandas as pd
 
 from dlbench.flags import NOTES, flags_of, named
 from dlbench.frameworks import FRAMEWORKS
-from dlbench.plots import interval_plot
+from dlbench.plots import interval_plot, share_text
 from dlbench.stats import FLAGS, SUBJECT_COMPARISON, plain
 
 SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
@@ -332,7 +332,7 @@ def precision_lines(sets, ratios_tables, runs_tables, frameworks, seen):
                     flags = flags_of(r)
                     seen.update(flags)
                     share = own["precision_share_16bit"].dropna()
-                    measured = f", {share.min():.0%} of its FLOPs in {dtype}" if len(share) else ""
+                    measured = f", {share_text(share.min())} of its FLOPs in {dtype}" if len(share) else ""
                     parts.append(f"{html.escape(framework)} {html.escape(with_interval(r['ratio'], r['ci_low'], r['ci_high'], two))}"
                                  f"{mark(flags)} ({html.escape(name)}{html.escape(measured)})")
                 elif (own["status"] == "not_applicable").any():
