@@ -127,3 +127,58 @@ def test_a_loader_verdict_without_synthetic_training_is_not_measured():
     assert fed["trainer_images_per_s"] == 30.0 and fed["keeps_trainer_fed"] is True
     real_only = verdict([{"framework": "pytorch", "input": "real", "devices": 1, "mean": 30.0}])
     assert real_only["trainer_images_per_s"] is None and real_only["keeps_trainer_fed"] is None
+
+
+# Runs in the report env: the loss curves of one framework at two precisions.
+PRECISION_LOSSES = textwrap.dedent("""
+    import json, sys
+    import pandas as pd
+    from dlbench import plots
+
+    convergence, units = (pd.DataFrame(json.loads(arg)) for arg in sys.argv[1:3])
+    drawn = []
+    plots.save = lambda grid, path, title: drawn.append(grid)
+    plots.loss_curves(convergence, units, sys.argv[3], "losses")
+    legend = [text.get_text() for text in drawn[0].legend.texts]
+    print(json.dumps({"precisions": sorted(set(drawn[0].data["precision"])), "legend": legend}))
+""")
+
+
+def test_each_precision_s_loss_curve_is_drawn_beside_float32_s(tmp_path):
+    convergence, units = [], []
+    for policy, scale in (("float32", 1.0), ("mixed-bfloat16", 1.01)):
+        run = {"framework": "pytorch", "run_id": f"precision~{policy}_repeat~1", "precision": policy, "repeat": 1,
+               "status": "ok"}
+        convergence += [{**run, "segment": s, "step": 10 * s, "loss": scale / s} for s in (1, 2)]
+        units += [{**run, "step": 30, "loss": 0.4 * scale}]
+    out = report_python("-c", PRECISION_LOSSES, json.dumps(convergence), json.dumps(units), str(tmp_path / "loss.png"),
+                        capture_output=True, text=True, check=True).stdout
+    drawn = json.loads(out)
+    assert drawn["precisions"] == ["float32", "mixed-bfloat16"]
+    assert {"precision", "float32", "mixed-bfloat16"} <= set(drawn["legend"])  # a line style per precision
+
+
+# Runs in the report env: the precision figure's labels, from a ratios and a runs table (JSON).
+PRECISION_FIGURE = textwrap.dedent("""
+    import json, sys
+    import pandas as pd
+    from dlbench import plots
+
+    ratios, runs = (pd.DataFrame(json.loads(arg)) for arg in sys.argv[1:3])
+    drawn = []
+    plots.interval_plot = lambda frame, labels, *args, **kwargs: drawn.append(list(labels))
+    plots.precision_figure(ratios, runs, sys.argv[3], "precision")
+    print(json.dumps(drawn[0]))
+""")
+
+
+def test_the_precision_figure_labels_each_ratio_with_its_measured_16_bit_share(tmp_path):
+    ratio = {"run_set": "chestxray", "framework": "pytorch", "input": "synthetic", "precision": None,
+             "ratio": 1.4, "ci_low": 1.3, "ci_high": 1.5}
+    ratios = [{**ratio, "comparison": "mixed-bfloat16 / float32"},
+              {**ratio, "comparison": "tensorflow (graph) / pytorch (eager)", "framework": "", "precision": "float32"}]
+    runs = [{"framework": "pytorch", "input": "synthetic", "precision": policy, "precision_share_16bit": share}
+            for policy, share in (("float32", 0.0), ("mixed-bfloat16", 0.999997), ("mixed-bfloat16", 1.0))]
+    out = report_python("-c", PRECISION_FIGURE, json.dumps(ratios), json.dumps(runs), str(tmp_path / "p.png"),
+                        capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == ["pytorch mixed-bfloat16 / float32 (measured: 99.9% of its FLOPs in 16 bits)"]
