@@ -45,7 +45,7 @@ def test_repeat_1_compiles_cold_into_the_points_folder(caches, framework, mode):
     first = outcome_of(outcomes, (framework, mode))[0]
     folder = first["directory"]
     assert first["fill"] and first["files_before"] == 0
-    assert folder.startswith(f"results/cache/compile/mnist/{framework}/") and folder.endswith(f"mode~{mode}")
+    assert folder.startswith(f"results/cache/compile/mnist/{framework}/") and folder.endswith(f"mode~{mode}_precision~float32")
     # the framework wrote there (PyTorch's Inductor not in its default /tmp/torchinductor_<user>)
     assert first["files_after"] > 0 and any((workdir / folder).rglob("*"))
     assert any(folder in str(value) for value in first["settings"].values()), first["settings"]

@@ -24,7 +24,7 @@ from test_imdb_data import object_array
 from test_mnist_data import idx_bytes
 
 SMOKE = ("--configfile", "presets/smoke.yaml", "tests/mnist-large.yaml")
-RUN = "results/runs/mnist/pytorch/model~{model}_duplicate~1_batch~64_devices~{devices}_nodes~1_strategy~{strategy}_mode~eager_repeat~1.json"
+RUN = "results/runs/mnist/pytorch/model~{model}_duplicate~1_batch~64_devices~{devices}_nodes~1_strategy~{strategy}_mode~eager_precision~float32_repeat~1.json"
 SMALL = RUN.format(model="small", devices=1, strategy="none")
 LARGE_DDP = RUN.format(model="large", devices=2, strategy="ddp")
 

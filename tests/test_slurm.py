@@ -45,11 +45,11 @@ def test_a_cluster_profile_asks_for_what_each_point_needs(profile, tmp_path):
     dry = snakemake("-n", "--workflow-profile", f"profiles/{profile}", "--cores", "2", "--configfile",
                     "presets/smoke.yaml", str(alone))
     jobs = job_resources(dry.stdout)
-    point = "results/runs/mnist/pytorch/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~eager_repeat~1.json"
+    point = "results/runs/mnist/pytorch/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~eager_precision~float32_repeat~1.json"
     one = jobs[point.format(1, 1, "none")]
     assert (one["nodes"], one["tasks"], one["cpus_per_task"], one["gpu"]) == ("1", "1", "2", "0")
     assert one["mem_mb"] == "8000" and one["runtime"] == str(10 + 15)  # smoke mnist: 10 minutes, + the margin
-    assert jobs["results/runs/chestxray/pytorch/input~real_devices~1_nodes~1_strategy~none_mode~eager_repeat~1.json"][
+    assert jobs["results/runs/chestxray/pytorch/input~real_devices~1_nodes~1_strategy~none_mode~eager_precision~float32_repeat~1.json"][
         "mem_mb"] == "32000"
     if profile == "slurm":
         two = jobs[point.format(2, 2, "ddp")]

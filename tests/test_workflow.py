@@ -521,7 +521,7 @@ def test_a_second_snakemake_installation_reruns_nothing(finished, tmp_path):
 
 @pytest.mark.slow
 def test_a_failed_run_is_planned_again_and_only_it(finished):
-    path = finished / "results" / "runs" / "imdb" / "pytorch" / "batch~32_workers~0_grad~dense_mode~eager_repeat~1.json"
+    path = finished / "results" / "runs" / "imdb" / "pytorch" / "batch~32_workers~0_grad~dense_mode~eager_precision~float32_repeat~1.json"
     original, stat = path.read_bytes(), path.stat()
     record = json.loads(original)
     path.write_text(json.dumps({**record, "status": "failed", "error": "killed"}))
@@ -593,7 +593,7 @@ def test_repeats_are_separate_processes_interleaved_across_frameworks(finished, 
     extra.write_text(f"frameworks: [{', '.join(frameworks)}]\nmeasurement: {{repeats: 2, runs_at_once: 1}}\n"
                      "mnist: {models: [small], batches: [32], devices: [1]}\n")
     targets = [f"results/runs/mnist/{framework}/model~small_duplicate~1_batch~32_devices~1_nodes~1_strategy~none_"
-               f"mode~{KNOWN[framework].default_mode}_repeat~{r}.json"
+               f"mode~{KNOWN[framework].default_mode}_precision~float32_repeat~{r}.json"
                for framework in frameworks for r in (1, 2)]
     try:
         snakemake("--cores", "2", *targets, *SMOKE, str(extra), cwd=finished)
