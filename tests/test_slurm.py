@@ -100,7 +100,7 @@ def test_srun_gives_each_node_process_its_place(cluster, monkeypatch):
 # one run of one node. The other runs' jobs ask SLURM for the same things (the dry runs above) and
 # train as the session's local smoke run does (tests/test_workflow.py); the whole smoke preset as
 # SLURM jobs took 25 of CI's 90 minutes, its MNIST 5.
-RECORD = "results/runs/mnist/{}/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~{}_repeat~1.json"
+RECORD = "results/runs/mnist/{}/model~small_duplicate~1_batch~64_devices~{}_nodes~{}_strategy~{}_mode~{}_precision~float32_repeat~1.json"
 TWO_NODES = [RECORD.format(name, 2, 2, strategy, framework.modes[0][0])
              for name, framework in FRAMEWORKS.items() for strategy in framework.multi_node]
 ONE_NODE = RECORD.format("pytorch", 1, 1, "none", "eager")
