@@ -15,14 +15,14 @@ on GPUs only; a CPU without the 16-bit type's arithmetic (`hardware_reason`: the
 HARDWARE_FLAGS) runs none of that type's points, in every framework alike.
 
 The proof, in every run's record (`precision`): before its first block, the first process runs one
-forward pass of its model on a fixed batch (the task's `precision_inputs`) under the policy, and
-the framework part lists the model's compute operations as they ran (`precision_ops`: convolutions,
-matrix products, recurrent cells; each with the dtype its operands were multiplied in and its
-FLOPs, from the framework's own record of what ran: PyTorch's dispatched aten ops, the compiled
-HLO of XLA, TensorFlow's graph, MXNet's operator outputs). `summary` turns the list into the
-record: the share of the FLOPs in each dtype, the precision that measures, and whether it is the
-policy's (`followed`). A run whose policy was not followed is flagged in the tables, and no
-verdict rests on it.
+forward pass of its model on a batch of the run's size (the task's `precision_inputs`: no more
+memory than a training step's) under the policy, and the framework part lists the model's compute
+operations as they ran (`precision_ops`: convolutions, matrix products, recurrent cells; each with
+the dtype its operands were multiplied in and its FLOPs, from the framework's own record of what
+ran: PyTorch's dispatched aten ops, the compiled HLO of XLA, TensorFlow's graph, MXNet's operator
+outputs). `summary` turns the list into the record: the share of the FLOPs in each dtype, the
+precision that measures, and whether it is the policy's (`followed`). A run whose policy was not
+followed is flagged in the tables, and no verdict rests on it.
 """
 from pathlib import Path
 

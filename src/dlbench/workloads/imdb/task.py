@@ -56,5 +56,6 @@ class Imdb(Workload):
         return self.test_sequences
 
     def precision_inputs(self):
-        """The batch of the precision probe (dlbench.precision): the first evaluation batch."""
-        return self.test_sequences[:EVAL_BATCH]
+        """The batch of the precision probe (dlbench.precision): the run's batch of test inputs, no
+        larger than a training step's, so the probe never sets the run's peak memory."""
+        return self.test_sequences[:self.spec.batch]

@@ -43,5 +43,6 @@ class Mnist(Workload):
         return self.test_images
 
     def precision_inputs(self):
-        """The batch of the precision probe (dlbench.precision): the first evaluation batch."""
-        return self.test_images[:EVAL_BATCH]
+        """The batch of the precision probe (dlbench.precision): the run's batch of test inputs, no
+        larger than a training step's, so the probe never sets the run's peak memory."""
+        return self.test_images[:self.spec.batch]
