@@ -12,6 +12,7 @@ float32's; with the mismatch planted (the policy requested, float32 applied) the
 CPU without float16 arithmetic.
 """
 import dataclasses
+import importlib
 import json
 import subprocess
 
@@ -93,6 +94,18 @@ def test_each_precision_is_a_point_of_the_grid_and_a_field_of_the_spec(tmp_path)
         full = load_config(REPO / "config.yaml", REPO / "presets" / f"{preset}.yaml")
         for workload in full["workloads"]:
             assert full[workload]["precisions"] == list(precision.POLICIES), (preset, workload)
+
+
+@pytest.mark.parametrize("workload, task_class", [("mnist", "Mnist"), ("imdb", "Imdb"), ("chestxray", "ChestXray")])
+def test_the_probe_reads_a_batch_of_the_run_s_size(workload, task_class):
+    """The probe's forward pass holds no more than a training step's (CI once found MNIST's memory
+    runs peaking at the probe's 1,000 images, whatever their batch)."""
+    spec = smoke_spec(workload, "pytorch")
+    task_type = getattr(importlib.import_module(f"dlbench.workloads.{workload}.task"), task_class)
+    task = task_type.__new__(task_type)  # no data loaded: the test split is planted
+    task.spec = dataclasses.replace(spec, batch=16)
+    task.test_images = task.test_sequences = np.zeros((1000, 8), np.float32)
+    assert len(task.precision_inputs()) == 16
 
 
 def test_chainer_s_bfloat16_is_not_applicable_before_chainer_starts():
