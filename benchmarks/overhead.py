@@ -8,8 +8,8 @@ Both run the same model, batch, threads, data and device in the same environment
 with no other training job running: the harness as the workflow runs it (python -m
 dlbench.harness: a child process, the shared protocol, its calibrated and warmed-up steady
 units, no convergence segments), the bare loop as a tutorial would write it
-(src/dlbench/workloads/<workload>/scripts/bare_<framework>.py SPEC_FILE EPOCHS; the point is
-the workload's definition's overhead_row). Both read one spec: --device-kind sets the kind of its device (default:
+(benchmarks/bare/<workload>_<framework>.py SPEC_FILE EPOCHS; the point is the workload's
+definition's overhead_row). Both read one spec: --device-kind sets the kind of its device (default:
 the config's), --input its input kind where the point has one (ChestX-ray: synthetic, the
 default, host tensors copied to the device each step; resident, tensors put on the device once).
 Both run with the framework's venv interpreter, or --python (a machine whose frameworks are
@@ -69,9 +69,15 @@ def run_harness(python, spec_file, workdir):
     return record["summary"]["samples_per_s"], (record["devices_used"] or {}).get("kind")
 
 
+def bare_loop(workload, framework):
+    """The bare loop of a workload and framework. Named after both, not <workload>/<framework>.py: a
+    script runs with its folder first on sys.path, where a tensorflow.py would shadow TensorFlow."""
+    return REPO / "benchmarks" / "bare" / f"{workload}_{framework}.py"
+
+
 def run_bare(python, spec_file, workload, framework, epochs):
     """(samples/s over the epochs after the first, the device kind it says it ran on, if it says)."""
-    script = REPO / "src" / "dlbench" / "workloads" / workload / "scripts" / f"bare_{framework}.py"
+    script = bare_loop(workload, framework)
     stdout = run([python, str(script), str(spec_file), str(epochs)], "the bare loop")
     lines = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     steady = lines[1:]

@@ -101,7 +101,7 @@ def test_rounds_alternate_and_each_row_says_device_and_input(tmp_path, monkeypat
         assert command[0] == "/opt/python3"
         assert env["PYTHONPATH"].split(":")[0] == str(REPO / "src")
     bare_command = children.calls[1][0]
-    assert bare_command[1] == str(REPO / "src/dlbench/workloads/chestxray/scripts/bare_jax.py")
+    assert bare_command[1] == str(REPO / "benchmarks/bare/chestxray_jax.py")
     assert bare_command[3] == "3"
     harness_spec = spec_from_dict(json.loads(children.calls[0][0][children.calls[0][0].index("--spec") + 1]))
     bare_spec = spec_from_dict(json.loads(children.bare_specs[0]))
@@ -139,8 +139,7 @@ def bare_runs(tmp_path_factory):
             spec = dataclasses.replace(spec, data=dataclasses.replace(spec.data, labels=str(labels)))
             spec_file = tmp_path / f"{framework}-{kind}.json"
             spec_file.write_text(spec_to_json(spec))
-            script = REPO / "src" / "dlbench" / "workloads" / "chestxray" / "scripts" / f"bare_{framework}.py"
-            command = [venv_python(framework), str(script), str(spec_file), "2"]
+            command = [venv_python(framework), str(overhead.bare_loop("chestxray", framework)), str(spec_file), "2"]
             calls[framework, kind] = lambda command=command: subprocess.run(
                 command, cwd=REPO, capture_output=True, text=True, timeout=900)
     return side_by_side(calls)
@@ -173,10 +172,10 @@ def test_every_bare_loop_holds_only_its_model_step_and_loop():
     epochs on dlbench.bare.EpochClock (dlbench.clock's); none writes that preamble again."""
     from dlbench import bare
 
-    loops = sorted((REPO / "src" / "dlbench" / "workloads").glob("*/scripts/bare_*.py"))
+    loops = sorted((REPO / "benchmarks" / "bare").glob("*.py"))
     assert len(loops) == 10
     for loop in loops:
-        framework = loop.stem.removeprefix("bare_")
+        framework = loop.stem.split("_", 1)[1]
         text = loop.read_text()
         assert f'bare.start("{framework}")' in text and "bare.EpochClock(" in text, loop
         assert [line for line in PREAMBLE if line in text] == [], loop

@@ -1,6 +1,6 @@
-"""What every bare loop (src/dlbench/workloads/<workload>/scripts/bare_<framework>.py, the
-framework without the harness, for benchmarks/overhead.py) does alike, so that a loop holds only
-its framework's model, step and loop:
+"""What every bare loop (benchmarks/bare/<workload>_<framework>.py, the framework without the
+harness, for benchmarks/overhead.py) does alike, so that a loop holds only its framework's model,
+step and loop:
 
     spec, epochs, device = bare.start(framework)   the command line SPEC_FILE EPOCHS; the
                                                    framework's threads, float32 policy, seed and device
@@ -9,7 +9,7 @@ its framework's model, step and loop:
 
 and the training split (`training_arrays`, ChestX-ray's `synthetic_sizes`) read as the harness reads it.
 
-    python src/dlbench/workloads/<workload>/scripts/bare_<framework>.py SPEC_FILE EPOCHS
+    python benchmarks/bare/<workload>_<framework>.py SPEC_FILE EPOCHS
 """
 import json
 import os

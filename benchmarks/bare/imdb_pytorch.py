@@ -6,7 +6,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order (torch.randperm here), the DataLoader and its workers (batches are sliced here in the
 training process), evaluation after every epoch, the loss read.
 
-    python src/dlbench/workloads/imdb/scripts/bare_pytorch.py SPEC_FILE EPOCHS
+    python benchmarks/bare/imdb_pytorch.py SPEC_FILE EPOCHS
 """
 import numpy as np
 import torch

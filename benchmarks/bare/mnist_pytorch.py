@@ -4,7 +4,7 @@ threads, optimizer and epochs on one device, the training arrays in memory.
 Leaves out what the harness adds: its child process and memory sampling, the shared sample
 order (torch.randperm here), data parallelism, evaluation after every epoch, the loss read.
 
-    python src/dlbench/workloads/mnist/scripts/bare_pytorch.py SPEC_FILE EPOCHS
+    python benchmarks/bare/mnist_pytorch.py SPEC_FILE EPOCHS
 """
 import numpy as np
 import torch

@@ -22,7 +22,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (numpy's RNG here), the mesh and data parallelism, validation
 after every epoch and the final test evaluation, the loss read.
 
-    python src/dlbench/workloads/chestxray/scripts/bare_jax.py SPEC_FILE EPOCHS
+    python benchmarks/bare/chestxray_jax.py SPEC_FILE EPOCHS
 """
 import functools
 

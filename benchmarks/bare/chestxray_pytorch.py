@@ -19,7 +19,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (torch's RNG here), data parallelism, validation after every
 epoch and the final test evaluation, the loss read.
 
-    python src/dlbench/workloads/chestxray/scripts/bare_pytorch.py SPEC_FILE EPOCHS
+    python benchmarks/bare/chestxray_pytorch.py SPEC_FILE EPOCHS
 """
 import torch
 from torch import nn

@@ -21,7 +21,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (numpy's and TF's RNG here), the tf.distribute strategy, data
 parallelism, its calibrated units and evaluations, the loss read.
 
-    python src/dlbench/workloads/chestxray/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
+    python benchmarks/bare/chestxray_tensorflow.py SPEC_FILE EPOCHS
 """
 import numpy as np
 

@@ -7,7 +7,7 @@ order (tf.data's shuffle here), the tf.distribute strategy and its distributed d
 parallelism, its calibrated units and evaluations, the loss read. fit runs without XLA
 (jit_compile=False, which Keras would pick on a GPU), as the harness's step does.
 
-    python src/dlbench/workloads/mnist/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
+    python benchmarks/bare/mnist_tensorflow.py SPEC_FILE EPOCHS
 """
 import numpy as np
 

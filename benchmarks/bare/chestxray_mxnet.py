@@ -17,7 +17,7 @@ Leaves out what the harness adds: its child process and memory sampling, the sha
 order and synthetic values (MXNet's and numpy's RNG here), data parallelism over contexts,
 its calibrated units and evaluations, the loss read.
 
-    python src/dlbench/workloads/chestxray/scripts/bare_mxnet.py SPEC_FILE EPOCHS
+    python benchmarks/bare/chestxray_mxnet.py SPEC_FILE EPOCHS
 """
 import numpy as np
 

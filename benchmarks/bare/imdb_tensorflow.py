@@ -9,7 +9,7 @@ here), the tf.distribute strategy, its calibrated units and evaluations, the los
 runs without XLA (jit_compile=False, which Keras would pick on a GPU), as the harness's step
 does.
 
-    python src/dlbench/workloads/imdb/scripts/bare_tensorflow.py SPEC_FILE EPOCHS
+    python benchmarks/bare/imdb_tensorflow.py SPEC_FILE EPOCHS
 """
 import numpy as np
 
