@@ -1,5 +1,9 @@
+import os
+import shutil
 import sys
+from pathlib import Path
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -8,7 +12,10 @@ min_version("9.0")
 sys.path.insert(0, f"{workflow.basedir}/src")
 from dlbench.config import check_renamed, check_yaml
 from dlbench.errors import ConfigError
+from dlbench.plan import Plan
 from dlbench.scheduling import quiet_reevaluations
+from dlbench.studies import STUDIES as KNOWN_STUDIES
+from dlbench.workloads import WORKLOADS as KNOWN_WORKLOADS
 from snakemake.scheduling.job_scheduler import JobScheduler
 
 # One pending re-evaluation of the scheduler at a time: its rounds took 0.5 cores beside the runs
@@ -25,11 +32,30 @@ except ConfigError as err:
 configfile: f"{workflow.basedir}/config.yaml"
 
 
+def workflow_path(path):
+    """A file or folder of the workflow as jobs' inputs name it: relative to the working directory, so
+    that they do not change when the clone moves (a moved clone, results and all, plans nothing).
+    Captions and conda: files stay absolute: Snakemake reads relative ones from the rule file's folder."""
+    return Path(os.path.relpath(path))
+
+
+SRC = workflow_path(workflow.basedir) / "src"
+SCRIPTS = workflow_path(workflow.basedir) / "scripts"
+ENVS = Path(workflow.basedir) / "envs"  # conda: files (workflow_path)
+USE_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+if USE_CONDA and not shutil.which("conda"):  # before Snakemake's own "Error running conda info"
+    raise WorkflowError("--use-conda needs conda, and there is none on this machine's PATH: install conda (e.g. "
+                        "Miniforge), or run without --use-conda: the same envs/*.yaml then build as venvs "
+                        "(docs/environments.md)")
+
+# The config is checked here, once: renamed keys, the schema (which fills the defaults), then what the
+# schema cannot say, as the plan of every run is made (dlbench.plan).
 try:
     check_renamed(config)
+    validate(config, "schemas/config.schema.yaml")
+    PLAN = Plan(config, cores=workflow.cores, envs=ENVS, use_conda=USE_CONDA)
 except ConfigError as err:
     raise WorkflowError(str(err))
-validate(config, "schemas/config.schema.yaml")
 
 
 include: "rules/common.smk"
@@ -50,26 +76,13 @@ include: "rules/report.smk"
 include: "rules/compare.smk"
 
 
+include: "rules/lifecycle.smk"
+
+
 report: "report/workflow.rst"
-
-
-workflow.create_report = report_when_no_run_holds_the_folder(workflow.create_report)
-
-
-onstart:
-    check_venvs()
-    stop_jobs_on_sigterm()
-
-
-onsuccess:
-    report_runs(fail=config["fail_on_failed_runs"])
-
-
-onerror:
-    report_runs(fail=False)
 
 
 rule all:
     input:
-        all_targets(),
+        PLAN.targets(),
     default_target: True

@@ -20,23 +20,23 @@ rule train:
         "results/logs/runs/{run_set}/{subject}/{run}.log",
     wildcard_constraints:
         run_set="|".join(map(re.escape, RUN_SETS)) or "(?!)",
-        subject="|".join(map(re.escape, {s for names in SUBJECTS.values() for s in names})) or "(?!)",
+        subject="|".join(map(re.escape, PLAN.folders())) or "(?!)",
         run=r"(?![^/]*_duet~)[a-z_]+~[^/]+",  # a duet's sides: rule train_duet
     threads: THREADS
     resources:
         training=TRAINING,
-        # where a scheduler places it (common.smk): ignored on one machine
-        nodes=run_nodes,
-        tasks=run_nodes,
+        # where a scheduler places it (dlbench.plan; mpi: srun starts a run's nodes): ignored on one machine
+        nodes=lambda wildcards: planned(wildcards).spec.nodes,
+        tasks=lambda wildcards: planned(wildcards).spec.nodes,
         tasks_per_gpu=0,  # SLURM's plugin would otherwise ask for `tasks` tasks per GPU
         cpus_per_task=THREADS,
-        gpu=run_gpus,
-        mem_mb=run_memory_mb,
-        runtime=run_minutes,
-        mpi=run_launcher,
-    priority: run_priority
+        gpu=lambda wildcards: PLAN.gpus(planned(wildcards)),
+        mem_mb=lambda wildcards: PLAN.memory_mb(planned(wildcards)),
+        runtime=lambda wildcards: PLAN.minutes(planned(wildcards)),
+        mpi=lambda wildcards: "srun" if planned(wildcards).spec.nodes > 1 else "",
+    priority: lambda wildcards: planned(wildcards).priority
     conda:
-        lambda wildcards: stack_env_file(run_env(wildcards))
+        lambda wildcards: stack_env_file(planned(wildcards).env)
     # exec: the harness replaces the shell, so that it ends when Snakemake does (see dlbench.harness).
     shell:
         "exec {params.python:q} -m dlbench.harness --spec {params.spec:q}"
@@ -62,18 +62,18 @@ rule train_duet:
     wildcard_constraints:
         run_set="|".join(map(re.escape, RUN_SETS)) or "(?!)",
         point=r"[a-z_]+~(?:(?!_variant~|_duet~)[^/])+",
-        variant="|".join(map(re.escape, DUETS)) or "(?!)",
+        variant="|".join(map(re.escape, PLAN.duets)) or "(?!)",
         repeat=r"\d+",
     threads: THREADS
     resources:
         training=TRAINING,
         tasks_per_gpu=0,
         cpus_per_task=THREADS,
-        mem_mb=lambda wildcards: 2 * run_memory_mb(wildcards),
-        runtime=lambda wildcards: run_minutes(duet_side_wildcards(wildcards, "variant")),
-    priority: lambda wildcards: run_priority(duet_side_wildcards(wildcards, "variant"))
+        mem_mb=lambda wildcards: 2 * PLAN.memory_mb(planned(duet_side_wildcards(wildcards, "variant"))),
+        runtime=lambda wildcards: PLAN.minutes(planned(duet_side_wildcards(wildcards, "variant"))),
+    priority: lambda wildcards: planned(duet_side_wildcards(wildcards, "variant")).priority
     conda:
-        lambda wildcards: stack_env_file(run_env(duet_side_wildcards(wildcards, "framework")))
+        lambda wildcards: stack_env_file(planned(duet_side_wildcards(wildcards, "framework")).env)
     shell:
         "exec {params.python:q} -m dlbench.duet {params.lock:q} {params.sides:q}"
 

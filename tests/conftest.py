@@ -226,7 +226,7 @@ def run_log(record):
 
 
 def failed_runs(stderr):
-    """(record, log) of each run an invocation's summary says failed (rules/common.smk's report_runs)."""
+    """(record, log) of each run an invocation's summary says failed (rules/lifecycle.smk, report_runs)."""
     return re.findall(r"^  failed: (\S+) \(log: (.+)\)$", stderr, flags=re.MULTILINE)
 
 

@@ -191,7 +191,7 @@ def test_a_variant_with_its_own_env_file_runs_in_its_venv_and_the_framework_in_i
 
 def test_a_variant_takes_turns_with_its_framework_in_every_round(tmp_path):
     """Every repeat 1 before any repeat 2, the variant and its framework in turn: the first in one
-    repeat is the second in the next (rules/common.smk, run_priority)."""
+    repeat is the second in the next (dlbench.plan, Run.priority)."""
     (tmp_path / "ab.yaml").write_text(yaml.safe_dump({**AB_CONFIG, "measurement": {
         **AB_CONFIG["measurement"], "repeats": 3, "max_repeats": 3}}))
     dry = snakemake("-n", "--configfile", str(tmp_path / "ab.yaml"), "--forceall")

@@ -171,7 +171,7 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path, workflow_copy):
     assert proc.returncode != 0 and "config.yaml: not valid YAML: line" in proc.stdout + proc.stderr
 
 
-def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_workload():
+def test_the_default_runs_every_mode_on_mnist_and_the_modes_preset_on_every_workload():
     from dlbench.frameworks import FRAMEWORKS, RECOMPUTING
 
     every = {name: {mode for mode, _ in framework.modes} for name, framework in FRAMEWORKS.items()}
@@ -183,12 +183,12 @@ def test_the_default_runs_every_mode_on_mnist_and_the_paper_preset_on_every_work
         fw: [FRAMEWORKS[fw].default_mode] + {"tensorflow": ["eager"], "mxnet": ["imperative"]}.get(fw, [])
         for fw in FRAMEWORKS}
     assert all(modes == [FRAMEWORKS[fw].default_mode] for fw, modes in default["imdb"]["modes"].items())
-    # ChestX-ray's memory-saving modes are the paper preset's, not the default's
+    # ChestX-ray's memory-saving modes are the modes preset's, not the default's
     assert all(modes == [FRAMEWORKS[fw].default_mode] for fw, modes in default["chestxray"]["modes"].items())
-    paper = load_config(REPO / "config.yaml", REPO / "presets" / "paper.yaml")
-    assert {fw: set(modes) for fw, modes in paper["mnist"]["modes"].items()} == general
-    assert {fw: set(modes) for fw, modes in paper["chestxray"]["modes"].items()} == every
-    assert {fw: set(modes) for fw, modes in paper["imdb"]["modes"].items()} == {
+    modes = load_config(REPO / "config.yaml", REPO / "presets" / "study-modes.yaml")
+    assert {fw: set(modes) for fw, modes in modes["mnist"]["modes"].items()} == general
+    assert {fw: set(modes) for fw, modes in modes["chestxray"]["modes"].items()} == every
+    assert {fw: set(modes) for fw, modes in modes["imdb"]["modes"].items()} == {
         **general, "pytorch": general["pytorch"] - {"channels-last"}}  # an LSTM has no channels
 
 

@@ -90,7 +90,7 @@ def test_each_precision_is_a_point_of_the_grid_and_a_field_of_the_spec(tmp_path)
     bad.write_text("mnist: {precisions: [bf16]}\n")
     with pytest.raises(Exception, match="bf16"):
         load_config(REPO / "config.yaml", bad)
-    for preset in ("paper", "gpu"):
+    for preset in ("study-modes", "gpu"):
         full = load_config(REPO / "config.yaml", REPO / "presets" / f"{preset}.yaml")
         for workload in full["workloads"]:
             assert full[workload]["precisions"] == list(precision.POLICIES), (preset, workload)
@@ -230,7 +230,7 @@ def test_what_bfloat16_buys_is_a_ratio_within_a_framework_and_an_unfollowed_side
 
 
 def test_the_convergence_segments_run_under_every_precision(tmp_path):
-    config = load_config(REPO / "config.yaml", REPO / "presets" / "paper.yaml")
+    config = load_config(REPO / "config.yaml", REPO / "presets" / "study-modes.yaml")
     rows = [row for row in run_set("mnist").rows(config, ["jax"], 1) if row["devices"] == 1][:3]
     specs = {row["precision"]: run_set("mnist").build(config, row, 2) for row in rows}
     assert set(specs) == set(precision.POLICIES)

@@ -312,7 +312,7 @@ def test_nothing_changed_reruns_nothing(finished):
 
 @pytest.mark.slow
 def test_the_whole_run_moved_to_another_folder_reruns_nothing_and_reports(finished):
-    """Every rule's inputs name the workflow's files relatively (rules/common.smk workflow_path);
+    """Every rule's inputs name the workflow's files relatively (the Snakefile's workflow_path);
     the report's captions are still found (Snakemake reads them from the rule file's folder)."""
     moved = finished.with_name(finished.name + "-moved")
     finished.rename(moved)

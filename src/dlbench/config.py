@@ -5,10 +5,13 @@ meets the lists of frameworks, workloads and studies (dlbench.frameworks, dlbenc
 dlbench.studies) and each workload's and study's own checks (its definition.py, which checks its sweep's dimensions with
 dlbench.sweep's check_strategies, check_modes and check_batch).
 """
+import os
 import sys
+from pathlib import Path
 
 from dlbench.clock import planted_slowdown
 from dlbench.definitions import definition
+from dlbench.envs import interpreter_error
 from dlbench.errors import ConfigError
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.studies import RENAMED, STUDIES
@@ -76,10 +79,11 @@ def check_renamed(config):
                 raise ConfigError(f"config {workload}.{old}: renamed to {workload}.{new}")
 
 
-def check_config(config):
+def check_config(config, envs=None, use_conda=False):
     """Check the frameworks, workloads and studies against their lists (dlbench.frameworks,
     dlbench.workloads, dlbench.studies), the measurement, and each workload's and study's section
-    (its definition's check, which may fill values: a framework's strategies, its weights)."""
+    (its definition's check, which may fill values: a framework's strategies, its weights); with
+    `envs` (the folder of env files), the interpreters and variants' env files the config names."""
     config.setdefault("frameworks", list(FRAMEWORKS))
     for framework in config["frameworks"]:
         if framework not in FRAMEWORKS:
@@ -107,13 +111,38 @@ def check_config(config):
             planted_slowdown(f"{key}={value}" for key, value in variant.get("environment", {}).items())
         except ValueError as error:
             raise ConfigError(f"config variants.{name}.environment: {error}") from None
+    for folder in config.get("estimate_from", []):
+        if not Path(folder).is_dir():
+            raise ConfigError(f"config estimate_from: {folder} is no folder (name the results folder of an earlier run)")
     measurement = config["measurement"]
     if measurement["min_unit_steps"] > measurement["max_unit_steps"]:
         raise ConfigError(f"config measurement.min_unit_steps: {measurement['min_unit_steps']} is more than "
                           f"measurement.max_unit_steps ({measurement['max_unit_steps']})")
     for name in (*WORKLOADS, *STUDIES):
         definition(name).check(config)
+    if envs is not None:
+        check_environments(config, Path(envs), use_conda)
     return config
+
+
+def check_environments(config, envs, use_conda):
+    """The interpreters a config names (a stack's jobs run in the user's own, as given: a relative path
+    stays relative, so that a moved clone plans nothing again) and its variants' env files."""
+    known = ", ".join(sorted(p.stem for p in envs.glob("*.yaml")))
+    for stack, path in config["interpreters"].items():
+        if not (envs / f"{stack}.yaml").is_file():
+            raise ConfigError(f"config interpreters.{stack}: no stack of that name (an env file's name: {known})")
+        if why := interpreter_error(os.path.expanduser(path)):
+            raise ConfigError(f"config interpreters.{stack}: {why}: name an existing Python interpreter for the "
+                              f"{stack} stack's jobs, or leave {stack} out to build its environment")
+    for name, variant in config["variants"].items():
+        if variant["env"] and not (envs / f"{variant['env']}.yaml").is_file():
+            raise ConfigError(f"config variants.{name}.env: no env file {envs / variant['env']}.yaml (copy "
+                              f"envs/{variant['framework']}.yaml to it and change a pin)")
+        if variant["schedule"] == "duet" and variant["env"] and use_conda:
+            raise ConfigError(f"config variants.{name}: a duet of two env files runs both sides in one job, which "
+                              f"--use-conda gives one env; run it with the venvs (without --use-conda) or schedule: "
+                              f"sequential")
 
 
 def load_config(*paths):
