@@ -44,7 +44,9 @@ def test_private_api_is_used_only_in_the_internals_modules():
 @pytest.mark.parametrize("module", ["jax", "keras", "mxnet", "pytorch", "tensorflow"])
 def test_each_internals_module_was_written_for_the_pinned_version(module):
     pinned = pins()
-    for package, version in written_for(FRAMEWORKS_DIR / module / "internals.py").items():
+    written = written_for(FRAMEWORKS_DIR / module / "internals.py")
+    assert written, f"{module}/internals.py names no version"
+    for package, version in written.items():
         assert pinned[package] == {version}, (module, package)
 
 

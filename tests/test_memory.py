@@ -87,7 +87,7 @@ def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
         load_config(REPO / "config.yaml", extra)
 
 
-def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_s(tmp_path):
+def test_the_default_searches_no_largest_batch_the_modes_preset_every_framework_s(tmp_path):
     from dlbench.studies.memory.definition import searches
 
     config = load_config(REPO / "config.yaml")
@@ -97,7 +97,7 @@ def test_the_default_searches_no_largest_batch_the_paper_preset_every_framework_
                        "chestxray: {modes: {pytorch: [eager, checkpoint]}}\n")
     config = load_config(REPO / "config.yaml", pytorch)
     assert searches(config, config["frameworks"]) == [("pytorch", "eager"), ("pytorch", "checkpoint")]
-    paper = load_config(REPO / "config.yaml", REPO / "presets/paper.yaml")
+    paper = load_config(REPO / "config.yaml", REPO / "presets/study-modes.yaml")
     assert {f for f, _ in searches(paper, paper["frameworks"])} == set(paper["frameworks"])
     extra = tmp_path / "search.yaml"
     extra.write_text("frameworks: [pytorch, mxnet]\nmemory: {largest_batch: {frameworks: [tensorflow]}}\n")
@@ -159,7 +159,9 @@ def test_the_memory_pass_writes_valid_records_and_its_tables(memory_pass):
     assert all(r["status"] == "ok" for r in records), [r["error"] for r in records if r["status"] != "ok"]
     peaks = pd.read_csv(memory_pass / "results/tables/memory-peaks.csv")
     assert len(peaks) == len(records) and peaks["peak_rss_mib"].gt(0).all()
-    for _, point in peaks[peaks["workload"] == "mnist"].groupby(["framework", "mode"]):  # a larger batch needs more
+    points = peaks[peaks["workload"] == "mnist"].groupby(["framework", "mode"])
+    assert len(points) == 4  # MNIST's framework-modes: PyTorch eager, TensorFlow graph and eager, MXNet hybrid
+    for _, point in points:  # a larger batch needs more
         assert len(point) == 2 and point.sort_values("batch")["peak_rss_mib"].is_monotonic_increasing
     saving = pd.read_csv(memory_pass / "results/tables/memory-saving.csv")
     assert sorted(saving["mode"].unique()) == ["checkpoint", "recompute"]
@@ -171,11 +173,15 @@ def test_the_search_s_answer_is_a_batch_that_fit_next_to_one_that_did_not(memory
     limit = PASS_CONFIG["memory"]["largest_batch"]["limit_mb"] * MIB
     table = pd.read_csv(memory_pass / "results/tables/memory-largest-batch.csv")
     assert len(table) == 2 and set(table["model"]) == {"DenseNet-21"}  # PyTorch eager and checkpoint
-    for path in (memory_pass / "results/memory/largest-batch").glob("*/*.json"):
+    summaries = sorted((memory_pass / "results/memory/largest-batch").glob("*/*.json"))
+    # a summary per search (rules.smk's SEARCH_SUMMARY): PyTorch eager and checkpoint
+    assert [path.relative_to(memory_pass / "results/memory/largest-batch").as_posix() for path in summaries] == [
+        "pytorch/mode~checkpoint.json", "pytorch/mode~eager.json"]
+    for path in summaries:
         summary = json.loads(path.read_text())
         trials = {t["batch"]: t for t in summary["trials"]}
         largest = summary["largest_batch"]
-        assert summary["complete"]
+        assert summary["complete"] and trials, path
         assert all(t["peak_rss_bytes"] <= limit for t in trials.values() if t["fits"])
         assert all(not t["fits"] for b, t in trials.items() if b > largest)
         if not summary["capped"]:

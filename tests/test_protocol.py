@@ -139,9 +139,15 @@ def test_a_framework_s_code_never_imports_the_protocol():
     src = Path(__file__).resolve().parents[1] / "src"
     framework_modules = [m for name in FRAMEWORKS for w in ("mnist", "imdb", "chestxray")
                          for m in (adapter_module(name), workload_module(w, name))]
+    read = set()
     for module in [*framework_modules, "dlbench.contract", "dlbench.clock"]:
         files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
+        own = module.replace(".", "/")
+        assert {f"{own}.py", f"{own}/__init__.py"} & files, f"{module}: its own file was not read"
         assert "dlbench/protocol.py" not in files, module
+        read |= files if module in framework_modules else set()
+    # the imports were followed: the framework code reached the contract and the clock
+    assert {"dlbench/contract.py", "dlbench/clock.py"} <= read
     for module in ["dlbench.contract", "dlbench.clock"]:
         files = {str(p).split("src/", 1)[1] for p in code_files(src, modules=[module])}
         registries = {"dlbench/frameworks/__init__.py", "dlbench/workloads/__init__.py", "dlbench/studies/__init__.py"}
@@ -214,7 +220,9 @@ def test_a_unit_calibrated_before_warm_up_sped_the_steps_up_stays_above_the_mini
         wall = sum(seconds(i, None) for i in range(block.steps))
         walls.append((block.kind, wall))
         plan.done(wall)
-    assert all(wall >= 1.0 for kind, wall in walls if kind == "steady")
+    steady = [wall for kind, wall in walls if kind == "steady"]
+    assert len(steady) == plan.measure.steady_units == 3, walls  # the run measured its steady units
+    assert all(wall >= 1.0 for wall in steady), walls
 
 
 def test_a_contended_steady_unit_is_timed_again_in_its_place_up_to_the_cap():
@@ -453,6 +461,7 @@ def test_every_phase_a_record_times_is_read_from_the_clock(tmp_path, monkeypatch
     record = json.loads(result.read_text())
     assert record["status"] == "ok"
     assert [(s["steps"], s["wall_s"], s["eval_s"]) for s in record["segments"]] == [(2, 0.5, 2.0), (2, 0.5, 2.0)]
+    assert [unit["kind"] for unit in record["units"]].count("steady") == 3, record["units"]  # measure()'s steady_units
     assert all(unit["wall_s"] == unit["steps"] * 0.25 for unit in record["units"])
     assert record["final_eval_s"] == 7.0
 

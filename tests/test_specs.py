@@ -76,6 +76,7 @@ def test_the_repeats_that_train_the_convergence_segments_compile_cold_and_the_ot
 def test_the_onnx_export_trains_its_source_s_convergence_steps():
     """The export trains repeat 1's spec, which keeps its convergence steps."""
     config = smoke_config()
+    assert config["onnx"]["models"], "the smoke preset exports no model"
     for model in config["onnx"]["models"]:
         assert source_spec(config, model, 2).convergence.steps > 0, model
 

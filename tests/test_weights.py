@@ -1,9 +1,9 @@
 """The shared start (dlbench.weights): the same arrays for the same spec in every framework,
-PyTorch's names and default initialisation, a hash over names and bytes, drawn quickly.
+PyTorch's names and default initialisation, a hash over names and bytes (how long a draw takes:
+benchmarks/initial_weights.py).
 tests/test_parity.py checks them against PyTorch's own state dict and loads them everywhere."""
 import dataclasses
 import hashlib
-import time
 
 import numpy as np
 import pytest
@@ -69,11 +69,10 @@ def test_pytorchs_default_distributions():
     assert np.abs(densenet["classifier.weight"]).max() <= 1 / np.sqrt(1024)
 
 
-def test_densenet_names_follow_the_specs_structure_and_draw_quickly():
+def test_densenet_names_follow_the_specs_structure():
+    """(How long a draw takes is a figure: benchmarks/initial_weights.py.)"""
     spec = dataclasses.replace(smoke_spec("chestxray", "pytorch"), model=DENSENET121)
-    start = time.perf_counter()
     weights = initial_weights(spec)
-    assert time.perf_counter() - start < 2.0
     assert len(weights) == 727
     small = initial_weights(dataclasses.replace(
         spec, model=dataclasses.replace(DENSENET121, blocks=(2, 3), growth=8, init_features=16, classes=3)))
