@@ -11,8 +11,19 @@ FINDINGS = REPO / "src/dlbench/studies/findings/scripts"
 FRAMEWORKS = ["pytorch", "tensorflow", "mxnet"]
 
 
-def ratio_row(comparison, ratio, low, high, framework=None, mode=None, devices=1, model="small", run_set="mnist"):
-    return {"run_set": run_set, "comparison": comparison, "framework": framework, "batch": 64, "devices": devices,
+# the text dlbench.stats.ratios writes beside a comparison's data: frameworks in their default modes
+MODES = {"pytorch": "eager", "tensorflow": "graph", "mxnet": "hybrid", "jax": "jit", "chainer": "eager"}
+UNITS = {"devices": " devices", "input": " input"}
+
+
+def ratio_row(compared, numerator, denominator, ratio, low, high, framework=None, mode=None, devices=1, strategy=None,
+              model="small", run_set="mnist"):
+    """A ratios row: `compared` (framework, or the point key that changes) from `numerator` over
+    `denominator`, with its text as dlbench.stats.ratios writes it (the findings read the data)."""
+    comparison = (f"{numerator} ({MODES[numerator]}) / {denominator} ({MODES[denominator]})" if compared == "framework"
+                  else f"{numerator} / {denominator}{UNITS.get(compared, '')}" + (f" ({strategy})" if strategy else ""))
+    return {"run_set": run_set, "comparison": comparison, "compared": compared, "numerator": numerator,
+            "denominator": denominator, "framework": framework, "batch": 64, "devices": devices, "strategy": strategy,
             "mode": mode, "model": model, "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": "",
             "unstable": False, "below_minimum": False, "contended": False}
 
@@ -38,13 +49,14 @@ def replication(tables, tmp_path, workloads, frameworks=FRAMEWORKS, synthetic=Tr
 def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
     """TensorFlow / PyTorch above 1 everywhere: holds, whichever way the ratio was taken; MXNet /
     PyTorch below 1 at one point: does not hold; a compiled mode whose interval spans 1: not resolved."""
-    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 1.5, 1.2, 1.8),
-              ratio_row("pytorch (eager) / tensorflow (graph)", 0.5, 0.4, 0.6, devices=2),  # tf / pt 2.0 [1.67, 2.5]
-              ratio_row("compile / eager", 1.1, 0.9, 1.3, framework="pytorch"),
-              ratio_row("graph / eager", 2.0, 1.6, 2.5, framework="tensorflow"),
-              ratio_row("2 / 1 devices (mirrored)", 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None)]
-    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 1.2, 1.05, 1.4, run_set="imdb"),
-            ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, run_set="imdb", devices=2)]
+    ratios = [ratio_row("framework", "tensorflow", "pytorch", 1.5, 1.2, 1.8),
+              ratio_row("framework", "pytorch", "tensorflow", 0.5, 0.4, 0.6, devices=2),  # tf / pt 2.0 [1.67, 2.5]
+              ratio_row("mode", "compile", "eager", 1.1, 0.9, 1.3, framework="pytorch"),
+              ratio_row("mode", "graph", "eager", 2.0, 1.6, 2.5, framework="tensorflow"),
+              ratio_row("devices", 2, 1, 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None,
+                        strategy="mirrored")]
+    imdb = [ratio_row("framework", "mxnet", "pytorch", 1.2, 1.05, 1.4, run_set="imdb"),
+            ratio_row("framework", "mxnet", "pytorch", 0.8, 0.7, 0.9, run_set="imdb", devices=2)]
     claims = replication({"mnist-ratios": ratios, "imdb-ratios": imdb}, tmp_path, ["mnist", "imdb"])
     tf = claims.loc["TensorFlow processes more images per second than PyTorch"]
     assert tf["verdict"] == "holds" and "2.00x [1.67, 2.50]" in tf["figures"] and tf["source"] == "mnist-ratios.csv"
@@ -57,6 +69,27 @@ def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
     assert devices["verdict"] == "holds" and "1.30x [1.10, 1.50]" in devices["figures"]
     # the small model gains from 2 devices here: the study's "does not scale" does not hold
     assert claims.loc["The small model does not gain from more devices", "verdict"] == "does not hold"
+
+
+def test_scaling_and_input_claims_read_what_a_ratio_compares_from_its_columns(tmp_path):
+    """TensorFlow's N / 1 devices (MirroredStrategy) against PyTorch DataParallel's (strategy dp) on
+    the same devices at the same point; synthetic over real input (the text reads "synthetic / real
+    input": the claims select by the columns compared, numerator and denominator, not by it)."""
+    mnist = [ratio_row("devices", 2, 1, ratio, low, high, framework=framework, mode=mode, devices=None,
+                       strategy=strategy, model=model)
+             for model in ("small", "large")
+             for framework, mode, strategy, ratio, low, high in (("tensorflow", "graph", "mirrored", 1.6, 1.5, 1.7),
+                                                                 ("pytorch", "eager", "dp", 1.2, 1.1, 1.3),
+                                                                 ("pytorch", "eager", "ddp", 1.9, 1.8, 2.0))]
+    chestxray = [ratio_row("input", "synthetic", "real", 1.5, 1.4, 1.6, framework=f, run_set="chestxray")
+                 for f in ("pytorch", "tensorflow")]
+    claims = replication({"mnist-ratios": mnist, "chestxray-ratios": chestxray}, tmp_path, ["mnist", "chestxray"])
+    scales = claims.loc["TensorFlow scales up better than PyTorch DataParallel"]
+    assert scales["verdict"] == "holds"
+    assert "model=small batch=64 2 / 1 devices: TensorFlow 1.60x [1.50, 1.70], PyTorch 1.20x [1.10, 1.30]" in \
+        scales["figures"] and "model=large" in scales["figures"] and "1.90x" not in scales["figures"]
+    real = claims.loc["Training from real image files is slower than from synthetic tensors"]
+    assert real["verdict"] == "holds" and real["figures"] == "pytorch: 1.50x [1.40, 1.60]; tensorflow: 1.50x [1.40, 1.60]"
 
 
 def test_a_claim_without_its_measurement_says_what_would_measure_it(tmp_path):
@@ -150,9 +183,9 @@ def run_summary(tmp_path, points, ratios, runs=({"numerics": "flush"},), framewo
 def test_the_first_view_opens_on_every_framework_against_every_run_set_with_its_interval_and_why_not(tmp_path):
     points = [points_row("pytorch", "eager", 100, 90, 110), points_row("tensorflow", "graph", 300, 250, 350),
               {**points_row("mxnet", "hybrid", 280, 240, 320), "unstable": True}]
-    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
-              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
-              flagged(ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1), unstable=True)]
+    ratios = [ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5),
+              ratio_row("framework", "mxnet", "pytorch", 2.8, 2.3, 3.3),
+              flagged(ratio_row("framework", "mxnet", "tensorflow", 0.93, 0.8, 1.1), unstable=True)]
     runs = [{"framework": "chainer", "batch": 64, "devices": 1, "status": "not_applicable", "numerics": "flush"},
             {"framework": "jax", "batch": 64, "devices": 1, "status": "failed", "numerics": "flush"}]
     frameworks = [*FRAMEWORKS, "chainer", "jax", "keras-jax"]
@@ -175,10 +208,11 @@ def test_the_first_view_says_what_bfloat16_buys_framework_by_framework_and_why_o
     points = [{**points_row(framework, mode, mean, mean * 0.9, mean * 1.1), "precision": policy}
               for framework, mode in (("pytorch", "eager"), ("tensorflow", "graph"))
               for policy, mean in (("float32", 100), ("mixed-bfloat16", 150))]
-    ratios = [{**ratio_row("mixed-bfloat16 / float32", 1.46, 1.40, 1.52, framework="pytorch"), "precision": None},
-              {**flagged(ratio_row("mixed-bfloat16 / float32", 1.02, 0.95, 1.09, framework="tensorflow"),
+    ratios = [{**ratio_row("precision", "mixed-bfloat16", "float32", 1.46, 1.40, 1.52, framework="pytorch"),
+               "precision": None},
+              {**flagged(ratio_row("precision", "mixed-bfloat16", "float32", 1.02, 0.95, 1.09, framework="tensorflow"),
                          precision_not_followed=True), "precision": None},
-              *({**ratio_row("tensorflow (graph) / pytorch (eager)", 1.0, 0.9, 1.1), "precision": policy}
+              *({**ratio_row("framework", "tensorflow", "pytorch", 1.0, 0.9, 1.1), "precision": policy}
                 for policy in ("float32", "mixed-bfloat16"))]
     runs = [{"framework": "pytorch", "batch": 64, "devices": 1, "precision": "mixed-bfloat16", "status": "ok",
              "numerics": "flush", "precision_share_16bit": 0.998, "error": None},
@@ -199,9 +233,9 @@ def test_the_first_view_says_what_bfloat16_buys_framework_by_framework_and_why_o
 def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separated_from(tmp_path):
     points = [points_row("pytorch", "eager", 100, 90, 110), points_row("tensorflow", "graph", 300, 250, 350),
               points_row("mxnet", "hybrid", 280, 240, 320), points_row("mxnet", "imperative", 900, 800, 1000)]
-    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
-              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
-              ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1)]
+    ratios = [ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5),
+              ratio_row("framework", "mxnet", "pytorch", 2.8, 2.3, 3.3),
+              ratio_row("framework", "mxnet", "tensorflow", 0.93, 0.8, 1.1)]
     page = run_summary(tmp_path, points, ratios)
     # MXNet's imperative mode is faster here, but frameworks are compared in their default modes
     assert "fastest tensorflow, 300 [250, 350] images/s" in page
@@ -219,7 +253,7 @@ def test_frameworks_whose_repeats_stopped_for_different_reasons_are_one_point(tm
     first view still compares every framework of the point in one sentence."""
     points = [{**points_row("pytorch", "eager", 100, 90, 110), "stopped": "resolved"},
               {**points_row("tensorflow", "graph", 300, 250, 350), "stopped": "budget"}]
-    page = run_summary(tmp_path, points, [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5)])
+    page = run_summary(tmp_path, points, [ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5)])
     assert "fastest tensorflow, 300 [250, 350] images/s" in page and "ahead of pytorch 0.33 [0.29, 0.40]" in page
     assert "stopped=" not in page
 
@@ -227,7 +261,7 @@ def test_frameworks_whose_repeats_stopped_for_different_reasons_are_one_point(tm
 def test_one_repeat_is_said_to_have_no_interval(tmp_path):
     nan = float("nan")
     points = [points_row("pytorch", "eager", 100, nan, nan), points_row("tensorflow", "graph", 300, nan, nan)]
-    page = run_summary(tmp_path, points, [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, nan, nan)])
+    page = run_summary(tmp_path, points, [ratio_row("framework", "tensorflow", "pytorch", 3.0, nan, nan)])
     assert "fastest tensorflow, 300 (one repeat: no interval) images/s" in page
     assert "pytorch 0.33 (one repeat: no interval)" in page
 
@@ -239,19 +273,20 @@ def flagged(row, **flags):
 def test_a_verdict_resting_on_a_contended_or_short_unit_ratio_is_not_resolved(tmp_path):
     """The flag rule (replication.FLAG_RULE): a contended or short-unit ratio decides nothing; an
     unstable one still does; every figure from a flagged ratio names its flags."""
-    mnist = [ratio_row("tensorflow (graph) / pytorch (eager)", 1.5, 1.2, 1.8),
-             flagged(ratio_row("tensorflow (graph) / pytorch (eager)", 2.0, 1.6, 2.5, devices=2), contended=True),
-             flagged(ratio_row("graph / eager", 2.0, 1.6, 2.5, framework="tensorflow"), unstable=True),
-             ratio_row("2 / 1 devices (mirrored)", 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None),
-             flagged(ratio_row("2 / 1 devices (mirrored)", 1.2, 1.05, 1.4, framework="tensorflow", mode="graph",
-                               devices=None, model="large"), below_minimum=True, contended=True)]
+    mnist = [ratio_row("framework", "tensorflow", "pytorch", 1.5, 1.2, 1.8),
+             flagged(ratio_row("framework", "tensorflow", "pytorch", 2.0, 1.6, 2.5, devices=2), contended=True),
+             flagged(ratio_row("mode", "graph", "eager", 2.0, 1.6, 2.5, framework="tensorflow"), unstable=True),
+             ratio_row("devices", 2, 1, 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None,
+                       strategy="mirrored"),
+             flagged(ratio_row("devices", 2, 1, 1.2, 1.05, 1.4, framework="tensorflow", mode="graph",
+                               devices=None, strategy="mirrored", model="large"), below_minimum=True, contended=True)]
     # a clean counter-example stands beside a flagged one (imdb); a flagged one alone does not (chestxray)
-    imdb = [ratio_row("mxnet (hybrid) / pytorch (eager)", 0.8, 0.7, 0.9, run_set="imdb"),
-            flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 0.7, 0.6, 0.8, run_set="imdb", devices=2),
+    imdb = [ratio_row("framework", "mxnet", "pytorch", 0.8, 0.7, 0.9, run_set="imdb"),
+            flagged(ratio_row("framework", "mxnet", "pytorch", 0.7, 0.6, 0.8, run_set="imdb", devices=2),
                     contended=True)]
-    chestxray = [flagged(ratio_row("synthetic / real", 0.8, 0.7, 0.9, framework="pytorch", run_set="chestxray"),
-                         contended=True),
-                 ratio_row("synthetic / real", 1.2, 1.1, 1.3, framework="tensorflow", run_set="chestxray")]
+    chestxray = [flagged(ratio_row("input", "synthetic", "real", 0.8, 0.7, 0.9, framework="pytorch",
+                                   run_set="chestxray"), contended=True),
+                 ratio_row("input", "synthetic", "real", 1.2, 1.1, 1.3, framework="tensorflow", run_set="chestxray")]
     loaders = [{"loader": "pytorch loader", "format": "jpeg", "workers": 0, "images_per_s": 5.0, "ci_low": 4.0,
                 "ci_high": 6.0, "unstable": False, "below_minimum": True, "contended": False,
                 "trainer_images_per_s": 10.0, "keeps_trainer_fed": False},
@@ -282,9 +317,9 @@ def test_the_summary_marks_every_number_from_a_flagged_point_or_ratio_and_says_w
     points = [points_row("pytorch", "eager", 100, 90, 110),
               flagged(points_row("tensorflow", "graph", 300, 250, 350), contended=True),
               points_row("mxnet", "hybrid", 280, 240, 320)]
-    ratios = [flagged(ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5), contended=True),
-              ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3),
-              flagged(ratio_row("mxnet (hybrid) / tensorflow (graph)", 0.93, 0.8, 1.1), unstable=True, contended=True)]
+    ratios = [flagged(ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5), contended=True),
+              ratio_row("framework", "mxnet", "pytorch", 2.8, 2.3, 3.3),
+              flagged(ratio_row("framework", "mxnet", "tensorflow", 0.93, 0.8, 1.1), unstable=True, contended=True)]
     page = run_summary(tmp_path, points, ratios)
     assert re.search(r"fastest tensorflow, 300 \[250, 350\]<sup[^>]*>\[contended\]</sup> images/s", page)
     assert re.search(r"against mxnet 0.93 \[0.80, 1.10\]<sup[^>]*>\[unstable, contended\]</sup>", page)
@@ -295,7 +330,7 @@ def test_the_summary_marks_every_number_from_a_flagged_point_or_ratio_and_says_w
     (tmp_path / "clean").mkdir()
     clean = run_summary(tmp_path / "clean", [points_row("pytorch", "eager", 100, 90, 110),
                                              points_row("tensorflow", "graph", 300, 250, 350)],
-                        [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5)])
+                        [ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5)])
     assert "<sup" not in clean and 'class="flags"' not in clean
 
 
@@ -320,10 +355,10 @@ print(json.dumps({"marks": [[bar.lines[0].get_marker(), str(bar.lines[0].get_mar
 
 def test_the_forest_plot_marks_flagged_ratios_as_every_figure_does(tmp_path):
     """Hollow: unstable; a cross: contended or short units; the label names the flags."""
-    ratios = [ratio_row("tensorflow (graph) / pytorch (eager)", 3.0, 2.5, 3.5),
-              flagged(ratio_row("mxnet (hybrid) / pytorch (eager)", 2.8, 2.3, 3.3), unstable=True),
-              flagged(ratio_row("jax (jit) / pytorch (eager)", 2.0, 1.5, 2.5), contended=True),
-              flagged(ratio_row("chainer (eager) / pytorch (eager)", 0.5, 0.4, 0.6), below_minimum=True)]
+    ratios = [ratio_row("framework", "tensorflow", "pytorch", 3.0, 2.5, 3.5),
+              flagged(ratio_row("framework", "mxnet", "pytorch", 2.8, 2.3, 3.3), unstable=True),
+              flagged(ratio_row("framework", "jax", "pytorch", 2.0, 1.5, 2.5), contended=True),
+              flagged(ratio_row("framework", "chainer", "pytorch", 0.5, 0.4, 0.6), below_minimum=True)]
     path = tmp_path / "ratios.csv"
     pd.DataFrame(ratios).to_csv(path, index=False)
     out = report_python("-c", FOREST, str(path), str(tmp_path / "forest.png"), str(FINDINGS),

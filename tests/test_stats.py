@@ -191,6 +191,21 @@ def test_devices_ratios_ignore_the_one_device_strategy_and_split_by_the_other():
     assert found.loc["2 / 1 devices (dp)", "framework"] == "pytorch"
 
 
+def test_a_ratio_says_what_it_compares_as_data_beside_its_text():
+    """compared (framework, or the point key that changes), numerator, denominator: what the findings
+    select by, so that no reader parses the comparison's text."""
+    units = table(point_rows("pytorch", noisy(100, seed=1), mode="eager"),
+                  point_rows("pytorch", noisy(150, seed=2), mode="compile"),
+                  point_rows("pytorch", noisy(180, seed=3), devices=2, strategy="ddp", mode="eager"),
+                  point_rows("tensorflow", noisy(90, seed=4), mode="graph"))
+    found = ratios(units, resamples=RESAMPLES, frameworks=["pytorch", "tensorflow"])
+    sides = [tuple(row) for row in found[["comparison", "compared", "numerator", "denominator"]].to_numpy()]
+    assert sides == [("tensorflow (graph) / pytorch (eager)", "framework", "tensorflow", "pytorch"),
+                     ("2 / 1 devices (ddp)", "devices", 2, 1),
+                     ("compile / eager", "mode", "compile", "eager")]
+    assert list(found.columns[:6]) == ["run_set", "comparison", "compared", "numerator", "denominator", "framework"]
+
+
 def test_nodes_ratios_compare_the_same_devices_and_strategy_over_more_nodes():
     point = {**MNIST, "nodes": 1}
     units = table(point_rows("pytorch", noisy(100, seed=1), point=point),
@@ -223,7 +238,8 @@ def test_image_libraries_are_compared_with_pillow_in_runs_of_no_framework():
 def test_tables_without_steady_units_give_empty_frames():
     units = table(point_rows("pytorch", [[1.0]], status="failed"))
     assert point_statistics(units).empty and ratios(units).empty
-    assert list(ratios(units.iloc[:0]).columns)[:4] == ["run_set", "comparison", "framework", "model"]
+    assert list(ratios(units.iloc[:0]).columns)[:7] == ["run_set", "comparison", "compared", "numerator", "denominator",
+                                                        "framework", "model"]
 
 
 def test_describe_reads_rows_of_a_ratios_csv(tmp_path):

@@ -17,7 +17,6 @@ concatenated with the same columns). Only steady units count: status "ok", not t
 units. Throughput (samples/s) is higher-is-faster everywhere, so a ratio above 1 is the
 numerator being faster.
 """
-import re
 
 import numpy as np
 import pandas as pd
@@ -270,15 +269,11 @@ def _framework_order(names, frameworks):
     return known + sorted(set(names) - set(known))
 
 
-# Two subjects compared as ratios() writes it: "tensorflow (graph) / pytorch (eager)", or
-# "pillow-simd / pillow" where they have no mode (the findings read it back)
-SUBJECT_COMPARISON = re.compile(
-    r"(?P<num>[\w.-]+)(?: \((?P<num_mode>[\w-]+)\))? / (?P<den>[\w.-]+)(?: \((?P<den_mode>[\w-]+)\))?")
-
-
 def comparisons(units, frameworks=None):
     """The headline's comparisons of a units table, each {num, den: the two points' group keys,
-    comparison, framework, fixed (the point keys that stay fixed)}:
+    comparison (its text), compared, numerator, denominator (what it compares, as data: `framework`
+    or the point key changed, and its value on either side), framework, fixed (the point keys that
+    stay fixed)}:
 
     - every pair of frameworks at the same point, each unordered pair once, the later framework
       (in `frameworks` order if given, else alphabetical) over the earlier;
@@ -313,8 +308,8 @@ def comparisons(units, frameworks=None):
             for num in order[i + 1:]:
                 comparison = (f"{num} ({FRAMEWORKS[num].default_mode}) / {den} ({FRAMEWORKS[den].default_mode})"
                               if moded else f"{num} / {den}")
-                found.append(dict(num=names[num], den=names[den], comparison=comparison, framework="", fixed=fixed,
-                                  ab=False, paired=False))
+                found.append(dict(num=names[num], den=names[den], comparison=comparison, compared="framework",
+                                  numerator=num, denominator=den, framework="", fixed=fixed, ab=False, paired=False))
 
     # one dimension within a framework
     for column, numerators, baseline, label in DIMENSIONS:
@@ -335,17 +330,24 @@ def comparisons(units, frameworks=None):
                 if column == "devices" and "strategy" in point:
                     fixed["strategy"] = num[index["strategy"]]
                     comparison += f" ({num[index['strategy']]})"
-                found.append(dict(num=num, den=den, comparison=comparison, framework=num[1], fixed=fixed,
-                                  ab=column == AB,
+                found.append(dict(num=num, den=den, comparison=comparison, compared=column, numerator=plain(value),
+                                  denominator=plain(base), framework=num[1], fixed=fixed, ab=column == AB,
                                   # a duet's two sides ran at the same time, pair by pair
                                   paired=column == AB and DUET in index and not pd.isna(num[index[DUET]])))
     return keys, groups, found
 
 
+# A ratios row's comparison: its text, and what it compares as data (`ratios`)
+SIDES = ["comparison", "compared", "numerator", "denominator"]
+
+
 def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_threshold=0.05):
     """The headline ratios (`comparisons`), A / B of the points' throughputs (the mean of their
     repeats' means) with a hierarchical bootstrap interval (each side resampled independently),
-    a verdict and the flags of either side."""
+    a verdict and the flags of either side. What a row compares is data beside its text (comparison):
+    compared (`framework`, or the point key that changes: devices, mode, input, ...), numerator and
+    denominator (that key's value on either side; the denominator of a variant is its framework as
+    configured: empty), so that a reader selects rows without parsing the text."""
     keys, groups, found = comparisons(units, frameworks)
     priors = variance_priors(groups.items())
     point = keys[2:]
@@ -355,14 +357,14 @@ def ratios(units, confidence=0.95, resamples=2000, seed=0, frameworks=None, cv_t
         ratio, low, high = comparison_interval(c, groups, confidence, resamples, seed, priors)
         sides = [_flags(groups[n], cv_threshold) for n in (num, den)]
         rows.append({
-            "run_set": num[0], "comparison": c["comparison"], "framework": c["framework"], **c["fixed"],
+            "run_set": num[0], **{key: c[key] for key in SIDES}, "framework": c["framework"], **c["fixed"],
             "ratio": ratio, "ci_low": low, "ci_high": high,
             # a side that measured another precision than its point's decides nothing (dlbench.precision)
             "verdict": PRECISION_NOT_FOLLOWED if any(side["precision_not_followed"] for side in sides)
             else verdict(low, high),
             **{name: any(side[name] for side in sides) for name in FLAGS},
         })
-    columns = ["run_set", "comparison", "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
+    columns = ["run_set", *SIDES, "framework", *point, "ratio", "ci_low", "ci_high", "verdict", *FLAGS]
     frame = pd.DataFrame(rows, columns=columns)
     frame[point] = frame[point].convert_dtypes()  # devices 2, not 2.0, beside the NaN of the compared dimension
     return frame
@@ -378,7 +380,7 @@ def plain(value):
 def describe(row):
     """One readable line of a ratios row, e.g. 'mnist model=small batch=256 devices=1: tensorflow /
     pytorch steady throughput 1.42 [1.35, 1.49] faster'."""
-    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS}
+    known = {"run_set", *SIDES, "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS}
     where = " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and not pd.isna(v))
     who = f"{row['framework']} " if isinstance(row["framework"], str) and row["framework"] else ""
     flags = [name.replace("_", " ") for name in FLAGS if str(row.get(name)).lower() == "true"]

@@ -3,8 +3,10 @@ verdict computed from this run's tables, the criterion that verdict used, the fi
 (with their intervals, or the range of the repeats) and the report figure that shows them.
 
 A verdict is one of VERDICTS. Throughput claims read the ratios tables (hierarchical bootstrap
-intervals): a claim that one side is faster holds where every interval lies above 1, does not
-hold where one lies below 1 (a counter-example), and is not resolved otherwise. A ratio whose
+intervals; what a ratio compares is read from its columns compared, numerator and denominator,
+never from its text: dlbench.stats.ratios): a claim that one side is faster holds where every
+interval lies above 1, does not hold where one lies below 1 (a counter-example), and is not
+resolved otherwise. A ratio whose
 point is contended or has short units (the ratios table's flags contended, below_minimum:
 dlbench.flags) timed more than the framework, so it decides nothing: it counts as not resolved
 (FLAG_RULE, applied in `verdict_of` alone). So a claim holds only where no point it rests on is
@@ -19,14 +21,13 @@ python replication.py --tables-dir results/tables --workloads mnist imdb ... --s
 """
 import argparse
 import os
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from dlbench.flags import flags_of, named, withdrawing
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
-from dlbench.stats import FLAGS, SUBJECT_COMPARISON, plain
+from dlbench.stats import FLAGS, SIDES, plain
 
 HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
 VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
@@ -36,7 +37,6 @@ IMDB_STUDY = "IMDB LSTM (Borealis AI)"
 DENSENET_STUDY = "multi-GPU DenseNet-121 (ilkarman)"
 MNIST_STUDY = "MNIST data-parallel (r-o-s-h-a-n)"
 SURVEY = "TensorFlow vs MXNet survey"
-DEVICES = re.compile(r"(\d+) / 1 devices \((?P<strategy>[\w-]+)\)")
 
 
 # The rule for flagged ratios, said in every throughput claim's criterion (verdict_of applies it)
@@ -66,7 +66,7 @@ def figure_of(r, suffix=""):
 
 def point_of(row, skip=()):
     """A ratios row's point, key=value, without the columns that are not keys."""
-    known = {"run_set", "comparison", "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *skip}
+    known = {"run_set", *SIDES, "framework", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *skip}
     return " ".join(f"{k}={plain(v)}" for k, v in row.items() if k not in known and pd.notna(v))
 
 
@@ -118,16 +118,12 @@ class Tables:
 
 
 def cross_framework(ratios, num, den):
-    """Rows of `num` over `den` in their default modes (either way round, turned to num / den)."""
+    """Rows of `num` over `den` (either way round, turned to num / den): frameworks side by side,
+    each in its default mode (dlbench.stats.comparisons)."""
     rows = []
-    for _, r in ratios.iterrows():
-        found = SUBJECT_COMPARISON.fullmatch(str(r["comparison"]))
-        if not found:
-            continue
-        pair = (found["num"], found["den"])
-        modes = (found["num_mode"], found["den_mode"])
-        if pair not in ((num, den), (den, num)) or any(
-                FRAMEWORKS[f].default_mode != m for f, m in zip(pair, modes) if f in FRAMEWORKS):
+    for _, r in ratios[ratios["compared"] == "framework"].iterrows():
+        pair = (r["numerator"], r["denominator"])
+        if pair not in ((num, den), (den, num)):
             continue
         ratio, low, high = r["ratio"], r["ci_low"], r["ci_high"]
         if pair == (den, num):
@@ -185,15 +181,15 @@ def onnx_to_mxnet(tables):
 
 
 def devices_ratios(ratios, framework=None, strategy=None, model=None):
-    """N / 1 devices rows (default modes), optionally of one framework, strategy, model."""
-    if ratios is None:
+    """N / 1 devices rows (default modes; their strategy is the N-device side's), optionally of one
+    framework, strategy, model."""
+    if ratios is None or "strategy" not in ratios:
         return pd.DataFrame()
-    found = ratios["comparison"].astype(str).str.extract(DEVICES)
-    keep = found["strategy"].notna()
+    keep = ratios["compared"] == "devices"
     if framework:
         keep &= ratios["framework"] == framework
     if strategy:
-        keep &= found["strategy"] == strategy
+        keep &= ratios["strategy"] == strategy
     if model and "model" in ratios:
         keep &= ratios["model"] == model
     rows = ratios[keep]
@@ -222,7 +218,7 @@ def real_files_cost(tables):
                  f"does not hold if one lies below 1; {FLAG_RULE}")
     ratios = tables.ratios("chestxray")
     rows = pd.DataFrame() if ratios is None else ratios[
-        ratios["comparison"].astype(str).str.fullmatch(r"synthetic / real")]
+        (ratios["compared"] == "input") & (ratios["numerator"] == "synthetic") & (ratios["denominator"] == "real")]
     if rows.empty:
         return row(DENSENET_STUDY, claim, NOT_MEASURED, criterion,
                    "DenseNet trained on synthetic tensors only (chestxray.inputs; the NIH images are not "
@@ -274,17 +270,21 @@ def tensorflow_scales_better(tables):
                  f"at the same point; does not hold if it lies below; {FLAG_RULE}")
     ratios = tables.ratios("mnist")
     tf = devices_ratios(ratios, "tensorflow", "mirrored")
-    pt = devices_ratios(ratios, "pytorch", "data-parallel")
+    pt = devices_ratios(ratios, "pytorch", "dp")
     if pt.empty or tf.empty:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion,
                    "PyTorch DataParallel runs on GPUs only: not applicable on this machine's CPU (docs/environments.md, 'GPUs')"
                    if pt.empty else "TensorFlow ran no MirroredStrategy point (mnist.strategies.tensorflow)")
-    keys = [k for k in ("model", "batch", "duplicate", "comparison") if k in tf]
+    # the same point on the same N devices (numerator), each with its own strategy
+    keys = [k for k in ("model", "batch", "duplicate", "numerator") if k in tf]
     both = tf.merge(pt, on=keys, suffixes=("_tf", "_pt"))
+    if both.empty:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "TensorFlow and PyTorch DataParallel ran no point on "
+                                                                "the same devices (mnist.devices)")
     verdict = verdict_of(both["ci_low_tf"] > both["ci_high_pt"], both["ci_high_tf"] < both["ci_low_pt"], both,
                          ("_tf", "_pt"))
-    figures = "; ".join(f"{r['comparison']}: TensorFlow {figure_of(r, '_tf')}, PyTorch {figure_of(r, '_pt')}"
-                        for _, r in both.iterrows())
+    figures = "; ".join(" ".join(f"{k}={plain(r[k])}" for k in keys[:-1]) + f" {r['numerator']} / 1 devices: "
+                        f"TensorFlow {figure_of(r, '_tf')}, PyTorch {figure_of(r, '_pt')}" for _, r in both.iterrows())
     return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
 
 
@@ -327,13 +327,12 @@ def small_model_does_not_scale(tables):
 def kinds_pairs(ratios):
     """A framework's compiled mode over its eager one, from its modes' ratios rows."""
     rows = []
-    for _, r in ratios.iterrows():
-        found = re.fullmatch(r"([\w-]+) / ([\w-]+)", str(r["comparison"]))
+    for _, r in ratios[ratios["compared"] == "mode"].iterrows():
         framework = r["framework"]
-        if not found or framework not in FRAMEWORKS:
+        if framework not in FRAMEWORKS:
             continue
         kinds = dict(FRAMEWORKS[framework].modes)
-        num, den = found.groups()
+        num, den = r["numerator"], r["denominator"]
         if {kinds.get(num), kinds.get(den)} != {COMPILED, EAGER}:
             continue
         ratio, low, high = r["ratio"], r["ci_low"], r["ci_high"]

@@ -17,7 +17,6 @@ import argparse
 import base64
 import html
 import os
-import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -26,10 +25,10 @@ import pandas as pd
 from dlbench.flags import NOTES, flags_of, named
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.plots import interval_plot, share_text
-from dlbench.stats import FLAGS, SUBJECT_COMPARISON, plain
+from dlbench.stats import FLAGS, SIDES, plain
 
 SUBJECTS = ("framework", "library", "runtime")   # what a run set's rows compare
-NOT_KEYS = {"run_set", "comparison", "mode", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *SUBJECTS}
+NOT_KEYS = {"run_set", *SIDES, "mode", "ratio", "ci_low", "ci_high", "verdict", *FLAGS, *SUBJECTS}
 VERDICT_CLASS = {"holds": "holds", "does not hold": "fails", "not resolved at these repeats": "open",
                  "not measured here": "absent"}
 
@@ -63,12 +62,8 @@ def in_default_mode(points):
 
 
 def cross_rows(ratios):
-    """The ratios rows that compare two subjects: columns num, den added."""
-    found = ratios["comparison"].astype(str).str.fullmatch(SUBJECT_COMPARISON.pattern)
-    rows = ratios[found].copy()
-    parts = rows["comparison"].astype(str).str.extract(SUBJECT_COMPARISON)
-    rows["num"], rows["den"] = parts["num"], parts["den"]
-    return rows[rows["num"] != rows["den"]]
+    """The ratios rows that compare two subjects (SUBJECTS): numerator over denominator."""
+    return ratios[ratios["compared"].isin(SUBJECTS)]
 
 
 def ratio_between(cross, keys, point, a, b):
@@ -77,7 +72,7 @@ def ratio_between(cross, keys, point, a, b):
     for k in keys:
         same = same[(same[k] == point[k]) | (same[k].isna() & pd.isna(point[k]))] if k in same else same
     for num, den, flip in ((a, b, False), (b, a, True)):
-        hit = same[(same["num"] == num) & (same["den"] == den)]
+        hit = same[(same["numerator"] == num) & (same["denominator"] == den)]
         if len(hit):
             r = hit.iloc[0]
             flags = flags_of(r)
@@ -274,11 +269,11 @@ def forest(ratios, points, path, title, sample):
     if cross.empty:
         interval_plot(cross, pd.Series(dtype=str), "ratio", "ci_low", "ci_high", path, title, "")
         return None
-    reference = cross.iloc[0]["den"]
-    rows = cross[cross["den"] == reference].reset_index(drop=True)
-    keys = [k for k in point_keys(rows) if k not in {"num", "den"} and rows[k].nunique() > 1]
-    labels = rows["num"] + rows.apply(lambda r: f" ({where(r, keys)})" if keys else "", axis=1)
-    interval_plot(rows.assign(framework=rows["num"]), labels.astype(str), "ratio", "ci_low", "ci_high", path,
+    reference = cross.iloc[0]["denominator"]
+    rows = cross[cross["denominator"] == reference].reset_index(drop=True)
+    keys = [k for k in point_keys(rows) if rows[k].nunique() > 1]
+    labels = rows["numerator"] + rows.apply(lambda r: f" ({where(r, keys)})" if keys else "", axis=1)
+    interval_plot(rows.assign(framework=rows["numerator"]), labels.astype(str), "ratio", "ci_low", "ci_high", path,
                   f"{title}: how fast is each against {reference}?",
                   f"steady {sample}/s over {reference}'s (95% interval; 1, dotted: as fast)", reference=1)
     return reference
@@ -309,12 +304,9 @@ def machine(environments, runs):
     return "; ".join(parts) + "."
 
 
-SIXTEEN_BIT = re.compile(r"(?P<policy>mixed-(?P<dtype>bfloat16|float16)) / float32")
-
-
 def precision_lines(sets, ratios_tables, runs_tables, frameworks, seen):
     """One line per 16-bit precision the run measured: its throughput over float32's, framework by
-    framework, with the interval (the ratios tables' "mixed-bfloat16 / float32" rows), the share of
+    framework, with the interval (the ratios tables' mixed-bfloat16 / float32 rows), the share of
     the forward pass's FLOPs that ran in 16 bits, and why a framework has none (not applicable)."""
     lines = []
     for policy, dtype in (("mixed-bfloat16", "bfloat16"), ("mixed-float16", "float16")):
@@ -322,7 +314,8 @@ def precision_lines(sets, ratios_tables, runs_tables, frameworks, seen):
         for name, ratios, runs in zip(sets, ratios_tables, runs_tables):
             if "precision" not in runs or not (runs["precision"] == policy).any():
                 continue
-            mine = ratios[ratios["comparison"].astype(str) == f"{policy} / float32"] if len(ratios) else ratios
+            mine = ratios[(ratios["compared"] == "precision") & (ratios["numerator"] == policy)
+                          & (ratios["denominator"] == "float32")] if len(ratios) else ratios
             asked = runs[runs["precision"] == policy]
             for framework in frameworks:
                 rows = mine[mine["framework"] == framework] if len(mine) else mine
