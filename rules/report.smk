@@ -28,7 +28,7 @@ rule aggregate:
             "--confidence", MEASUREMENT["confidence"], "--resamples", MEASUREMENT["resamples"],
             "--cv-threshold", MEASUREMENT["cv_threshold"], "--seed", config["seed"],
         ],
-        target=lambda wildcards: aggregate_target(wildcards.run_set),
+        target=lambda wildcards: PLAN.accuracy_target(wildcards.run_set),
         frameworks=FRAMEWORKS,
     log:
         "results/logs/report/aggregate-{run_set}.log",

@@ -14,7 +14,7 @@ import yaml
 import resident
 import warm_python
 
-from dlbench.envs import env_file, venv_interpreter
+from dlbench.envs import env_file, venv_interpreter, venv_prefix
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.harness import NO_TRAINING
 from dlbench.tables import load_records
@@ -25,7 +25,7 @@ SRC = REPO / "src"
 # The scripts and framework code the tests start import the package as the workflow's jobs do.
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")]))
 
-VENV_PREFIX = Path(os.environ.get("DLBENCH_VENV_PREFIX", "~/.cache/dlbench/venvs")).expanduser().resolve()
+VENV_PREFIX = venv_prefix()
 
 
 VENV_BUILD = threading.Lock()

@@ -36,6 +36,12 @@ def env_file(envs_dir, stack, variant="cpu"):
     return Path(envs_dir) / f"{stack}.yaml"
 
 
+def venv_prefix(configured=None):
+    """Where the venvs are built (config venv_prefix, else $DLBENCH_VENV_PREFIX, else ~/.cache/dlbench/venvs):
+    shared by checkouts and tests."""
+    return Path(configured or os.environ.get("DLBENCH_VENV_PREFIX") or "~/.cache/dlbench/venvs").expanduser().resolve()
+
+
 def venv_interpreter(prefix, envs_dir, stack, variant="cpu"):
     """The interpreter wrapper of the venv built from the stack's env file, <prefix>/<stack>-<hash>/python:
     named by the file's content, so the cpu variant's venvs are those the workflow always built."""

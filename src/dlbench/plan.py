@@ -6,6 +6,7 @@ params value, its priority, resources and environment come from here. The config
 schema cannot express run when a plan is made (dlbench.config.check_config), once.
 """
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,9 @@ class Plan:
         self.workloads = config["workloads"]
         self.studies = config["studies"]
         self.variants = config["variants"]
+        # bring your own environment: {stack: interpreter} that runs a stack's jobs instead of one built
+        # from its env file, as given (a relative path stays relative: a moved clone plans nothing again)
+        self.interpreters = {stack: os.path.expanduser(path) for stack, path in config["interpreters"].items()}
         measurement = self.measurement = config["measurement"]
         # Each training job takes every core and the `training` resource, and the harness a lock per
         # machine: two never run side by side. With measurement.runs_at_once above 1 (the smoke preset's
@@ -138,6 +142,12 @@ class Plan:
         """A scheduler's time limit: the run's timeout plus a margin."""
         return math.ceil(run.spec.timeout_s / 60 + self.config["cluster"]["runtime_margin_minutes"])
 
+    def accuracy_target(self, run_set):
+        """The aggregate's --target of a run set: its workload's accuracy target, if it has one."""
+        owner = self.run_sets[run_set][0]
+        target = definition(owner).TARGET
+        return ["--target", target[0], self.config[owner][target[1]]] if target else []
+
     # ---- targets --------------------------------------------------------------------------
 
     def first_records(self, run_set):
@@ -172,6 +182,12 @@ class Plan:
         """{run set: (first-round runs, most runs with every adaptive round)}."""
         return {name: (len(self.first_records(name)), sum(1 for r in self.runs.values() if r.run_set == name))
                 for name in self.run_sets}
+
+
+def spec_data(spec):
+    """The prepared files a spec reads (its data's paths under results/): inputs of its job."""
+    data = vars(spec.data) if hasattr(spec, "data") else {}
+    return [value for value in data.values() if isinstance(value, str) and value.startswith("results/")]
 
 
 def baseline_tables(baseline):
