@@ -48,7 +48,7 @@ PROBE = """
 import json, os, sys, time
 import numpy as np
 from dlbench.frameworks import keras as adapter
-from dlbench.frameworks.keras.fit import WorkloadMethods
+from dlbench.frameworks.keras.step import WorkloadMethods
 from dlbench.frameworks.keras.loaders import fit_input, run_batches
 from dlbench.clock import RunClock
 from dlbench.contract import Workload

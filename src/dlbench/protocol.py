@@ -64,7 +64,8 @@ The harness (`dlbench.harness`) runs all this in a child process with a timeout,
 memory and utilisation of the whole process tree (loader workers included, the same way for
 every framework), and writes the record whatever happens.
 
-The contract of an adapter and a workload: dlbench.contract; the clock: dlbench.clock.
+The contract of an adapter and a workload, in code, checked as a framework's module loads:
+dlbench.contract; the clock: dlbench.clock.
 """
 import importlib
 import json
@@ -77,6 +78,7 @@ from pathlib import Path
 
 from dlbench import nodes, numerics, precision
 from dlbench.clock import RunClock, run_blocks, timed
+from dlbench.contract import OwnLoop, verify_adapter
 from dlbench.definitions import run_set, runs_as, workload_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import PRIVATE_API_OVERRIDES, adapter_module, not_applicable_before_start
@@ -117,7 +119,10 @@ def workload_class(spec):
 
 
 def adapter_of(spec):
-    return importlib.import_module(adapter_module(spec.framework))
+    """The spec's adapter module, checked against the contract (dlbench.contract.Adapter: a
+    framework's checks itself as it loads; the adapter of no framework, here), its optional methods
+    the contract's defaults where it leaves them out."""
+    return verify_adapter(importlib.import_module(adapter_module(spec.framework)))
 
 
 def compile_cache_folder(spec, result_path):
@@ -174,7 +179,7 @@ def run_process(rank, spec_dict, result_path, device_kind):
                        private_api_overrides=PRIVATE_API_OVERRIDES)
     prepared = time.time()
     clock = RunClock(spec, placement, adapter, workload, results)
-    if hasattr(workload, "fit"):
+    if isinstance(workload, OwnLoop):
         workload.fit(clock)  # the framework's own loop (Keras' model.fit), clocked from its hooks
     else:
         run_blocks(workload, clock)
@@ -235,8 +240,7 @@ def main():
         _end(result_path, nodes.this_node(spec), reason)
     numerics.apply(spec.numerics)  # before the adapter imports its framework, which starts threads
     adapter = adapter_of(spec)
-    if hasattr(adapter, "configure"):
-        adapter.configure(spec)
+    adapter.configure(spec)  # optional: by default nothing (dlbench.contract.Adapter)
     adapter.cudnn_autotune(numerics.CUDNN_AUTOTUNE)  # before visible_gpus() starts the framework (XLA reads its flags then)
     adapter.gpu_float32(spec.gpu_float32)  # likewise: NVIDIA's libraries read their variables when they load
     node = nodes.this_node(spec)  # before anything starts: a multi-node run without its place stops here

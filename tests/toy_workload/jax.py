@@ -3,6 +3,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from dlbench.contract import Steps
 from dlbench.frameworks.jax.step import make_adam, WorkloadMethods, place_batch, Training
 from dlbench.workloads.toy.task import Toy
 
@@ -19,7 +20,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxToy(WorkloadMethods, Toy):
+class JaxToy(WorkloadMethods, Toy, Steps):
     def build_model(self):
         self.model = Linear(self.spec.model.features, self.spec.model.classes, nnx.Rngs(self.spec.seed))
 

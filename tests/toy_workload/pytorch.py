@@ -2,7 +2,9 @@
 import torch
 from torch import nn
 
+from dlbench.contract import Steps
 from dlbench.frameworks import pytorch as adapter
+from dlbench.frameworks.pytorch.step import WorkloadMethods
 from dlbench.workloads.toy.task import Toy
 
 
@@ -15,7 +17,7 @@ class Linear(nn.Module):
         return self.linear(x)
 
 
-class PyTorchToy(adapter.WorkloadMethods, Toy):
+class PyTorchToy(WorkloadMethods, Toy, Steps):
     def build_model(self):
         self.device = adapter.device(self.placement)
         self.model = Linear(self.spec.model.features, self.spec.model.classes).to(self.device)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench import precision
-from dlbench.contract import Placement
+from dlbench.contract import Placement, verify_adapter
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.frameworks.chainer import ranks  # imported so that the workflow counts it among a run's code files
@@ -241,3 +241,6 @@ def teardown(placement):
         iterator.finalize()
     placement.handles["iterators"].clear()
     barrier(placement)
+
+
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

@@ -59,7 +59,7 @@ from jax.experimental import multihost_utils
 from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, this_node
 from dlbench.numerics import CUDNN_AUTOTUNE, denormals, flushed, xla_flags_with_autotune
-from dlbench.contract import Placement
+from dlbench.contract import Placement, verify_adapter
 from dlbench.errors import FrameworkError
 from dlbench.frameworks.jax.hlo import forward_ops  # noqa: F401 (the precision proof: Keras on JAX uses it too)
 
@@ -313,3 +313,6 @@ def teardown(placement):
     internals.wait_for_released_batches()
     if placement.processes > 1:
         jax.distributed.shutdown()
+
+
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

@@ -20,7 +20,7 @@ joined by keras.distribution.initialize (jax.distributed at node 0's address); D
 spans every process's devices, and each process's PyDataset gives its slice of the global batch
 (Placement.local), which Keras' JAX trainer assembles into the global one
 (jax.make_array_from_process_local_data); process 0 evaluates alone, on its replica of the
-variables (fit.py). keras-torch has none: keras.distribution has no torch
+variables (step.py). keras-torch has none: keras.distribution has no torch
 implementation in Keras 3.15.1 (keras/src/backend/__init__.py sets distribution_lib to None
 for torch) and the torch trainer's fit runs on one device, so a point of more than one device
 is not applicable. Either engine splits each global batch into contiguous per-replica
@@ -32,10 +32,10 @@ Precision (dlbench.precision): Keras' dtype policies, "mixed_bfloat16" and "mixe
 float32 (dtype="float32"), as Keras' mixed-precision guide says; BatchNormalization follows the
 policy as Keras does (its statistics in float32). The proof is the engine's own record of a
 forward pass (its adapter's forward_ops: the traced graph, the compiled HLO, the dispatched aten
-ops), made by fit.WorkloadMethods.precision_ops.
+ops), made by step.WorkloadMethods.precision_ops.
 
 What the Keras workload modules share is beside it: model.fit driven by the protocol's clock
-(fit.py), the PyDataset of the run's order and keras-tensorflow's tf.data pipeline of it
+(step.py), the PyDataset of the run's order and keras-tensorflow's tf.data pipeline of it
 (loaders.py), the uses of Keras' private API (internals.py).
 """
 import contextlib
@@ -43,6 +43,7 @@ import dataclasses
 import importlib
 import os
 
+from dlbench.contract import verify_adapter
 from dlbench.frameworks import FRAMEWORKS, adapter_module
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.nodes import this_node
@@ -113,8 +114,8 @@ def configure(spec):
     module = engine(name)
     if name == "jax":
         module.configure(engine_spec(spec), join=False)  # Keras' own initialize joins (below)
-    elif hasattr(module, "configure"):
-        module.configure(engine_spec(spec))
+    else:
+        module.configure(engine_spec(spec))  # the Adapter's default (nothing) where the engine has none
     check_backend(spec)
     if name == "jax" and spec.nodes > 1:
         join(spec)
@@ -250,7 +251,7 @@ def describe(placement):
     module = engine(name)
     return {**module.describe(placement), "keras": keras.__version__, "keras_backend": name,
             "keras_backend_version": module.version(), "strategy": placement.handles["keras_strategy"],
-            "jit_compile": placement.handles.get("jit_compile")}  # what Keras resolved (fit.py: compile)
+            "jit_compile": placement.handles.get("jit_compile")}  # what Keras resolved (step.py: compile)
 
 
 def flushes_denormals():
@@ -260,3 +261,6 @@ def flushes_denormals():
 
 def teardown(placement):
     engine(placement.handles["keras_backend"]).teardown(placement)
+
+
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

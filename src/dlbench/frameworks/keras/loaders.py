@@ -27,7 +27,7 @@ def _run_batches_class():
     class RunBatches(keras.utils.PyDataset):
         """Item i: the batch of the run's step `offset` + i, load(its epoch, its indices), in this
         process or in one of Keras' `workers` worker processes. Before set_run (what fit may read
-        before its first epoch: see fit.py's docstring) every item is a stand-in, the batch of
+        before its first epoch: see step.py's docstring) every item is a stand-in, the batch of
         the first global batch's indices, loaded as epoch 0."""
 
         def __init__(self, load, batch, workers):

@@ -1,4 +1,5 @@
-"""Keras' training loop under the protocol's clock.
+"""Keras' training loop under the protocol's clock: what every Keras workload module shares
+(`WorkloadMethods`, the part of a dlbench.contract.OwnLoop that is the same in each).
 
 Training is Keras' own loop: model.compile(Adam, the loss, jit_compile from the run's mode: jit
 compiles fit's step, XLA on TensorFlow and JAX, torch.compile on torch; no-jit runs it as a

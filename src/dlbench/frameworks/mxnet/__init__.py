@@ -24,7 +24,7 @@ import traceback
 
 import numpy as np
 
-from dlbench.contract import Placement
+from dlbench.contract import Placement, verify_adapter
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.machine import gpus
@@ -342,3 +342,6 @@ def _dtype_name(dtype):
     from mxnet.contrib.amp.amp import bfloat16  # MXNet's bfloat16: a numpy record of one uint16
 
     return "bfloat16" if dtype == bfloat16 else np.dtype(dtype).name
+
+
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

@@ -8,19 +8,17 @@ Modes (a run's spec.mode, dlbench.frameworks): "eager"; "compile", torch.compile
 the forward and backward, the optimizer eager; "channels-last", eager with the model and its 4-D
 input batches in the channels-last (NHWC) memory format (the CNNs); "checkpoint", eager with
 activation checkpointing (torch.utils.checkpoint) of each DenseNet dense layer's bottleneck, which
-the ChestX-ray module's DenseLayer applies (WorkloadMethods.check: no other workload has one).
+the ChestX-ray module's DenseLayer applies (no other workload has one: dlbench.frameworks.without_recomputing).
 wrap() applies a mode to the model, on_device() to the batches: the workload modules only call them.
 
 Precision (dlbench.precision): the mixed policies run the forward pass and the loss under
 torch.autocast (bfloat16 or float16, on the run's device type), float16 with a GradScaler's
-dynamic loss scaling (`autocast`, `grad_scaler`, WorkloadMethods.backward_step); float32 enters no
-autocast context at all. The proof reads the aten ops that dispatched (`forward_ops`).
+dynamic loss scaling (step.py: `autocast`, `grad_scaler`, WorkloadMethods.backward_step); float32
+enters no autocast context at all. The proof reads the aten ops that dispatched (`forward_ops`).
 """
 import datetime
-import functools
 import os
 import re
-from contextlib import nullcontext
 
 import torch
 import torch.distributed as dist
@@ -33,7 +31,7 @@ from dlbench.frameworks import reported
 from dlbench.nodes import devices_per_node, free_port, this_node
 from dlbench.processes import end_process
 from dlbench.numerics import denormals, flushed
-from dlbench.contract import Placement, one_ahead
+from dlbench.contract import Placement, one_ahead, verify_adapter
 from dlbench.frameworks.pytorch.internals import TorchDispatchMode, tree_leaves
 from dlbench.errors import NotApplicable
 
@@ -327,22 +325,6 @@ def flushes_denormals():
     return flushed((inputs * torch.ones_like(inputs)).numpy())
 
 
-AUTOCAST_DTYPE = {"mixed-bfloat16": torch.bfloat16, "mixed-float16": torch.float16}
-
-
-def autocast(policy, placement):
-    """The context of a policy's forward pass and loss: torch.autocast to its 16-bit type on the
-    run's device type (cpu, cuda); float32 enters none (its numerics as before this dimension)."""
-    if policy not in AUTOCAST_DTYPE:
-        return nullcontext()
-    return torch.autocast(device_type=device(placement).type, dtype=AUTOCAST_DTYPE[policy])
-
-
-def grad_scaler(policy, placement):
-    """torch.amp's dynamic loss scaling where the policy scales (float16), else None."""
-    return torch.amp.GradScaler(device(placement).type) if precision.LOSS_SCALING[policy] else None
-
-
 # The products the proof counts, by aten op: convolutions and matrix products (FLOPs from
 # torch.utils.flop_counter's formulas) and the fused recurrent layers (`_recurrent_flops`: oneDNN's
 # on CPUs, cuDNN's, MIOpen's). Composite ops (linear, matmul, lstm) decompose into these before a
@@ -397,50 +379,4 @@ def teardown(placement):
         dist.destroy_process_group()
 
 
-class WorkloadMethods:
-    """What every PyTorch workload module does the same way with its self.model and
-    self.device: predictions in eval mode without gradients, the parameter count, loading a
-    state dict of numpy arrays (PyTorch's layout is the reference: nothing to convert), and the
-    precision policy: the forward pass and loss under `self.autocast()`, the backward pass and
-    the optimizers' steps through `self.backward_step` (loss scaling where the policy scales), the proof."""
-
-    input_dtype = "float32"  # of the numpy inputs predict() receives
-
-    def autocast(self):
-        return autocast(self.applied_precision, self.placement)
-
-    @functools.cached_property
-    def scaler(self):
-        """The GradScaler of the mixed-float16 policy (None under the others)."""
-        return grad_scaler(self.applied_precision, self.placement)
-
-    def backward_step(self, loss, *optimizers):
-        """The backward pass and each optimizer's step; under a GradScaler the loss scaled, each
-        step skipped where its gradients overflowed, then the scale updated (once per step)."""
-        if self.scaler is None:
-            loss.backward()
-            for optimizer in optimizers:
-                optimizer.step()
-            return
-        self.scaler.scale(loss).backward()
-        for optimizer in optimizers:
-            self.scaler.step(optimizer)
-        self.scaler.update()
-
-    @torch.no_grad()
-    def predict(self, inputs):
-        self.model.eval()
-        with self.autocast():
-            outputs = self.model(torch.from_numpy(inputs.astype(self.input_dtype, copy=False)).to(self.device))
-        self.model.train()
-        return outputs.float().cpu().numpy()  # float(): numpy has no bfloat16 (float32 as is)
-
-    def precision_ops(self, inputs):
-        """The compute ops of predict's forward pass (under the policy), and whether the loss is scaled."""
-        return forward_ops(self.predict, inputs), self.scaler is not None
-
-    def parameter_count(self):
-        return sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-
-    def load_weights(self, weights):
-        self.model.load_state_dict({name: torch.from_numpy(value) for name, value in weights.items()})
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

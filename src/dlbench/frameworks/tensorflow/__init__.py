@@ -34,7 +34,7 @@ import tensorflow as tf
 from dlbench.frameworks import FRAMEWORKS, reported
 from dlbench.nodes import HOSTS_VARIABLE, NodeError, devices_per_node, free_port, this_node
 from dlbench.numerics import denormals, flushed, xla_flags_with_autotune
-from dlbench.contract import Placement
+from dlbench.contract import Placement, verify_adapter
 from dlbench.precision import op
 
 STRATEGIES = ("none", *FRAMEWORKS["tensorflow"].strategies)
@@ -358,3 +358,6 @@ def _flops(o):
     else:  # Conv2D, Conv3D, _FusedConv2D: each output value, a window of the filter over its input channels
         inner = np.prod(shape[1][:-1])
     return 2.0 * np.prod(out) * inner
+
+
+verify_adapter(__name__)  # the contract (dlbench.contract.Adapter), checked as this module loads

@@ -2,10 +2,11 @@
 import chainer.functions as F
 
 from dlbench.frameworks import chainer as adapter
+from dlbench.contract import Steps
 from dlbench.studies.matmul.task import Matmul
 
 
-class ChainerMatmul(Matmul):
+class ChainerMatmul(Matmul, Steps):
     def on_device(self, *arrays):
         return tuple(adapter.device(self.placement).send(a) for a in arrays)
 

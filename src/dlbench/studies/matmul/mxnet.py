@@ -2,10 +2,11 @@
 mxnet is imported inside the methods: its thread pools read the variables the adapter's setup
 sets, once, at import."""
 from dlbench.frameworks import mxnet as adapter
+from dlbench.contract import Steps
 from dlbench.studies.matmul.task import Matmul
 
 
-class MxnetMatmul(Matmul):
+class MxnetMatmul(Matmul, Steps):
     def on_device(self, *arrays):
         import mxnet as mx
 

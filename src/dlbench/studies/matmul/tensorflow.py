@@ -2,10 +2,11 @@
 import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
+from dlbench.contract import Steps
 from dlbench.studies.matmul.task import Matmul
 
 
-class TensorFlowMatmul(Matmul):
+class TensorFlowMatmul(Matmul, Steps):
     def build_training(self):
         self.device = adapter.strategy(self.placement).extended.worker_devices[0]
 

@@ -24,6 +24,7 @@ import numpy as np
 from dlbench.errors import DataError
 from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import iterator, started
+from dlbench.contract import Steps
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.workloads.chestxray.task import ChestXray
@@ -198,7 +199,7 @@ def on_device(batches, device):
     return (chainer.dataset.concat_examples(batch, device) for batch in batches)
 
 
-class ChainerChestXray(WorkloadMethods, ChestXray):
+class ChainerChestXray(WorkloadMethods, ChestXray, Steps):
     def build_model(self):
         np.random.seed(self.spec.seed)  # Chainer's initializers draw from numpy's global generator
         self.model = build_model(self.spec.model)

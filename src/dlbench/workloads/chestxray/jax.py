@@ -38,7 +38,7 @@ from dlbench.frameworks.jax.step import abstract, compute_dtype, make_adam, Work
 from dlbench.precision import LOSS_SCALING
 from dlbench.frameworks.jax.torch_weights import torch_to_flax
 from dlbench.clock import Plan
-from dlbench.contract import one_ahead
+from dlbench.contract import Steps, one_ahead
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC with torchvision's module names ----------------------------------------
@@ -191,7 +191,7 @@ def sigmoid_cross_entropy(logits, labels):
     return optax.sigmoid_binary_cross_entropy(logits, labels).mean()
 
 
-class JaxChestXray(WorkloadMethods, ChestXray):
+class JaxChestXray(WorkloadMethods, ChestXray, Steps):
     def build_model(self):
         def build():
             return build_model(self.spec.model, nnx.Rngs(self.spec.seed), compute_dtype(self.applied_precision))

@@ -28,7 +28,8 @@ from keras import layers
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
 from dlbench.frameworks import keras as adapter
-from dlbench.frameworks.keras.fit import WorkloadMethods
+from dlbench.contract import OwnLoop
+from dlbench.frameworks.keras.step import WorkloadMethods
 from dlbench.errors import NotApplicable
 from dlbench.frameworks.keras.loaders import resident_batches, run_batches
 from dlbench.workloads.chestxray.definition import DENSENET121, densenet_name, has_densenet121_architecture
@@ -146,7 +147,7 @@ def train_data(workload):
 
 # --- training --------------------------------------------------------------------------------------
 
-class KerasChestXray(WorkloadMethods, ChestXray):
+class KerasChestXray(WorkloadMethods, ChestXray, OwnLoop):
     inputs_to_keras = staticmethod(to_nhwc)
 
     @classmethod

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.workloads.chestxray.images import IMAGENET_MEAN, IMAGENET_STD, sample_rng
-from dlbench.contract import one_ahead
+from dlbench.contract import Steps, one_ahead
 from dlbench.errors import DataError
 from dlbench.frameworks import mxnet as adapter
 from dlbench.frameworks.mxnet.loaders import data_loader
@@ -213,7 +213,7 @@ TORCH_KINDS = {"weight": ("_weight", "_gamma"), "bias": ("_bias", "_beta"),
                "running_mean": ("_running_mean",), "running_var": ("_running_var",)}
 
 
-class MXNetChestXray(WorkloadMethods, ChestXray):
+class MXNetChestXray(WorkloadMethods, ChestXray, Steps):
     def build_model(self):
         import mxnet as mx
 

@@ -24,7 +24,9 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from dlbench.workloads.chestxray.images import eval_transform, read_image, sample_rng, train_transform
+from dlbench.contract import Steps
 from dlbench.frameworks import pytorch as adapter
+from dlbench.frameworks.pytorch.step import WorkloadMethods
 from dlbench.workloads.chestxray.task import ChestXray
 
 # --- the model: DenseNet-BC as torchvision's densenet.py builds it, with its module names -------
@@ -222,7 +224,7 @@ def train_loader(paths, labels, spec, pin_memory):
     return loader, sampler
 
 
-class PyTorchChestXray(adapter.WorkloadMethods, ChestXray):
+class PyTorchChestXray(WorkloadMethods, ChestXray, Steps):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = adapter.device(self.placement)

@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.workloads.chestxray.images import FORMAT_SUFFIXES, IMAGENET_MEAN, IMAGENET_STD
-from dlbench.contract import shard
+from dlbench.contract import Steps, shard
 from dlbench.errors import DataError
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
@@ -159,7 +159,7 @@ class RecomputingDenseNet:
                 norm.momentum = momentum
 
 
-class TensorFlowChestXray(WorkloadMethods, ChestXray):
+class TensorFlowChestXray(WorkloadMethods, ChestXray, Steps):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = adapter.strategy(self.placement)

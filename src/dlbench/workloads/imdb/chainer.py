@@ -14,6 +14,7 @@ import numpy as np
 
 from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import iterator, started
+from dlbench.contract import Steps
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.imdb.task import Imdb
 
@@ -60,7 +61,7 @@ class IndexBatches(chainer.dataset.DatasetMixin):
         return self.sequences[indices], self.labels[indices]
 
 
-class ChainerImdb(WorkloadMethods, Imdb):
+class ChainerImdb(WorkloadMethods, Imdb, Steps):
     input_dtype = "int32"  # EmbedID's token ids
 
     def build_model(self):

@@ -21,6 +21,7 @@ import optax
 from flax import nnx
 
 from dlbench.frameworks.jax.loaders import feed_order, GatherBatch, order_feed
+from dlbench.contract import Steps
 from dlbench.frameworks.jax.step import compute_dtype, make_adam, WorkloadMethods, Training
 from dlbench.precision import LOSS_SCALING
 from dlbench.workloads.imdb.task import Imdb
@@ -51,7 +52,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxImdb(WorkloadMethods, Imdb):
+class JaxImdb(WorkloadMethods, Imdb, Steps):
     input_dtype = "int32"
 
     def build_model(self):

@@ -13,7 +13,8 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as adapter
-from dlbench.frameworks.keras.fit import WorkloadMethods
+from dlbench.contract import OwnLoop
+from dlbench.frameworks.keras.step import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.imdb.task import Imdb
 
@@ -49,7 +50,7 @@ def to_tokens(sequences):
     return sequences.astype(np.int32, copy=False)
 
 
-class KerasImdb(WorkloadMethods, Imdb):
+class KerasImdb(WorkloadMethods, Imdb, OwnLoop):
     inputs_to_keras = staticmethod(to_tokens)
 
     def build_model(self):

@@ -10,6 +10,7 @@ import numpy as np
 
 from dlbench.frameworks import mxnet as adapter
 from dlbench.frameworks.mxnet.loaders import data_loader
+from dlbench.contract import Steps
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.imdb.task import Imdb
 
@@ -70,7 +71,7 @@ def unwrap_batch_shared(data):
             mx.nd.array(labels, dtype=labels.dtype, ctx=shared))
 
 
-class MXNetImdb(WorkloadMethods, Imdb):
+class MXNetImdb(WorkloadMethods, Imdb, Steps):
     """Under mixed-bfloat16 AMP runs only the Dense layer in bfloat16: its lists keep RNN in float32
     (FP32_FUNCS), so the LSTM, nearly all of the model's FLOPs, runs in float32 and the measured
     precision is float32 (tests/test_precision.py says so)."""

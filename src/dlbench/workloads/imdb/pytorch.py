@@ -9,7 +9,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
+from dlbench.contract import Steps
 from dlbench.frameworks import pytorch as adapter
+from dlbench.frameworks.pytorch.step import WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
 
 
@@ -50,7 +52,7 @@ class RunOrder(Sampler):
         return len(self.order)
 
 
-class PyTorchImdb(adapter.WorkloadMethods, Imdb):
+class PyTorchImdb(WorkloadMethods, Imdb, Steps):
     input_dtype = "int64"
 
     def build_model(self):

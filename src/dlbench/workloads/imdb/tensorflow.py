@@ -14,12 +14,13 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
+from dlbench.contract import Steps
 from dlbench.frameworks.tensorflow.step import dtype_policy, make_adam, WorkloadMethods
 from dlbench.workloads.imdb.task import Imdb
 from dlbench.workloads.imdb.keras import build_model, load_weights  # the Keras model, shared
 
 
-class TensorFlowImdb(WorkloadMethods, Imdb):
+class TensorFlowImdb(WorkloadMethods, Imdb, Steps):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)
         self.strategy = adapter.strategy(self.placement)

@@ -6,6 +6,7 @@ import chainer.links as L
 import numpy as np
 
 from dlbench.frameworks import chainer as adapter
+from dlbench.contract import Steps
 from dlbench.frameworks.chainer.step import WorkloadMethods, assign, make_optimizer
 from dlbench.workloads.mnist.task import Mnist
 
@@ -52,7 +53,7 @@ def build_model(name):
     return CNN(*MODELS[name])
 
 
-class ChainerMnist(WorkloadMethods, Mnist):
+class ChainerMnist(WorkloadMethods, Mnist, Steps):
     def build_model(self):
         np.random.seed(self.spec.seed)  # Chainer's initializers draw from numpy's global generator
         self.model = build_model(self.spec.model.name)

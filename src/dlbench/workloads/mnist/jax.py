@@ -15,6 +15,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from dlbench.contract import Steps
 from dlbench.frameworks.jax.step import abstract, compute_dtype, make_adam, WorkloadMethods, place_batch, Training
 from dlbench.precision import LOSS_SCALING
 from dlbench.workloads.mnist.task import Mnist
@@ -50,7 +51,7 @@ def cross_entropy(logits, labels):
     return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
 
-class JaxMnist(WorkloadMethods, Mnist):
+class JaxMnist(WorkloadMethods, Mnist, Steps):
     def build_model(self):
         dtype = compute_dtype(self.applied_precision)
         self.model = abstract(lambda: build_model(self.spec.model.name, nnx.Rngs(self.spec.seed), dtype))

@@ -12,7 +12,8 @@ import numpy as np
 from keras import layers
 
 from dlbench.frameworks import keras as adapter
-from dlbench.frameworks.keras.fit import WorkloadMethods
+from dlbench.contract import OwnLoop
+from dlbench.frameworks.keras.step import WorkloadMethods
 from dlbench.frameworks.keras.loaders import run_batches
 from dlbench.workloads.mnist.task import Mnist
 
@@ -61,7 +62,7 @@ def load_weights(model, weights):
         layer.set_weights([kernel, bias])
 
 
-class KerasMnist(WorkloadMethods, Mnist):
+class KerasMnist(WorkloadMethods, Mnist, OwnLoop):
     inputs_to_keras = staticmethod(to_nhwc)
 
     def build_model(self):

@@ -7,6 +7,7 @@ adapter's setup sets, once, at import.
 """
 
 from dlbench.frameworks import mxnet as adapter
+from dlbench.contract import Steps
 from dlbench.frameworks.mxnet.step import WorkloadMethods, make_trainer
 from dlbench.workloads.mnist.task import Mnist
 
@@ -40,7 +41,7 @@ def torch_order(name):
     return int(index), ("weight", "bias").index(kind)
 
 
-class MXNetMnist(WorkloadMethods, Mnist):
+class MXNetMnist(WorkloadMethods, Mnist, Steps):
     def build_model(self):
         import mxnet as mx
 

@@ -3,7 +3,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from dlbench.contract import Steps
 from dlbench.frameworks import pytorch as adapter
+from dlbench.frameworks.pytorch.step import WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
 
 
@@ -24,7 +26,7 @@ def build_model(name):
     raise ValueError(f"unknown model {name!r}")
 
 
-class PyTorchMnist(adapter.WorkloadMethods, Mnist):
+class PyTorchMnist(WorkloadMethods, Mnist, Steps):
     def build_model(self):
         torch.manual_seed(self.spec.seed)  # the same initial weights on every rank
         self.device = adapter.device(self.placement)

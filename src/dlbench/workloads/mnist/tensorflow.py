@@ -13,12 +13,13 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.frameworks.tensorflow.loaders import distribute, host_tensor, loader_options
+from dlbench.contract import Steps
 from dlbench.frameworks.tensorflow.step import dtype_policy, make_adam, WorkloadMethods
 from dlbench.workloads.mnist.task import Mnist
 from dlbench.workloads.mnist.keras import build_model, load_weights, to_nhwc  # the Keras model, shared
 
 
-class TensorFlowMnist(WorkloadMethods, Mnist):
+class TensorFlowMnist(WorkloadMethods, Mnist, Steps):
     def build_model(self):
         keras.utils.set_random_seed(self.spec.seed)  # the same initial weights in every worker
         self.strategy = adapter.strategy(self.placement)

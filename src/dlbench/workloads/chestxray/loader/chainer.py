@@ -4,10 +4,11 @@ DenseNet-121 workload (Pillow decode, crop and flip from the shared seed, normal
 from dlbench.frameworks import chainer as adapter
 from dlbench.frameworks.chainer.loaders import started
 from dlbench.workloads.chestxray.chainer import on_device, training_iterator
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class ChainerChestXrayLoader(ChestXrayLoader):
+class ChainerChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         self.train_set, self.iterator = training_iterator(self)
 

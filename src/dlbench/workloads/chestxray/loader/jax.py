@@ -10,10 +10,11 @@ for them).
 from dlbench.frameworks import jax as adapter
 from dlbench.frameworks.jax.loaders import feed_order, order_feed
 from dlbench.workloads.chestxray.jax import TrainBatch
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class JaxChestXrayLoader(ChestXrayLoader):
+class JaxChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         spec = self.spec
         self.loader = order_feed(self.placement, spec, "chestxray-loader")

@@ -9,10 +9,11 @@ import keras
 
 from dlbench.frameworks.keras.loaders import epoch_of, fit_epoch_iterator, fit_input
 from dlbench.workloads.chestxray.keras import train_data
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class KerasChestXrayLoader(ChestXrayLoader):
+class KerasChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         self.train_data = train_data(self)
 

@@ -3,10 +3,11 @@ DenseNet-121 workload (mx.image.imread, crop and flip from the shared seed, norm
 `workers` worker processes, each batch moved to the context; no model."""
 from dlbench.frameworks import mxnet as adapter
 from dlbench.workloads.chestxray.mxnet import training_loader
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class MXNetChestXrayLoader(ChestXrayLoader):
+class MXNetChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         self.ctx = adapter.contexts(self.placement)[0]
         self.sampler, self.loader = training_loader(self)

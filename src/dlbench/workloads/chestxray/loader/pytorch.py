@@ -2,10 +2,11 @@
 (PIL decode, shared crop and flip, normalise; persistent workers), batches moved to the device."""
 from dlbench.frameworks import pytorch as adapter
 from dlbench.workloads.chestxray.pytorch import train_loader
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class PyTorchChestXrayLoader(ChestXrayLoader):
+class PyTorchChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         self.loader, self.sampler = train_loader(self.train_paths, self.train_labels, self.spec,
                                                  pin_memory=self.placement.device_kind == "gpu")

@@ -8,10 +8,11 @@ import tensorflow as tf
 
 from dlbench.frameworks import tensorflow as adapter
 from dlbench.workloads.chestxray.tensorflow import TrainLoader
+from dlbench.contract import Steps
 from dlbench.workloads.chestxray.loader.task import ChestXrayLoader
 
 
-class TensorFlowChestXrayLoader(ChestXrayLoader):
+class TensorFlowChestXrayLoader(ChestXrayLoader, Steps):
     def build_training(self):
         self.loader = TrainLoader(self)
         strategy = adapter.strategy(self.placement)
