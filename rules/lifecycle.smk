@@ -81,7 +81,10 @@ def start():
     NO_RECORDS.update({path: why for path in outputs if (why := record_error(path))})
     found, lines = planned_estimate(workflow.dag.needrun_jobs())
     STARTED.update(at=time.monotonic(), seconds=found.seconds if found.measured or found.analogous else None)
-    estimates.save(found)  # the console's time left (plugins/logger)
+    if STARTED["seconds"] is not None:
+        estimates.save(found)  # the console's time left (plugins/logger)
+    else:
+        Path(estimates.STATE).unlink(missing_ok=True)
     print("\n".join(lines), file=sys.stderr)
     stop_jobs_on_sigterm()
 

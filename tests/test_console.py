@@ -183,3 +183,35 @@ def test_on_a_terminal_the_running_job_is_the_bottom_line_until_its_end_replaces
     warning, outcome, last = screen()
     assert (warning, last) == ("a warning of Snakemake's", "")
     assert re.fullmatch(r"\[3/9\] run mnist pytorch batch=64 repeat=1: ok, 1,234 samples/s, \d s", outcome)
+
+
+def test_the_bottom_line_says_the_time_left_by_the_invocation_s_estimate(tmp_path, monkeypatch):
+    """The estimate the workflow writes before its first job (dlbench.estimate.save): the running job's
+    line says the time its jobs not done take by it, less what the running one has taken; a job that ends
+    takes its share with it."""
+    import io
+
+    from snakemake_interface_logger_plugins.common import LogEvent
+    from snakemake_logger_plugin_dlbench import ESTIMATE
+
+    from dlbench import estimate as estimates
+
+    monkeypatch.chdir(tmp_path)
+    first, second = "results/runs/mnist/pytorch/batch~64_repeat~1.json", "results/figures/mnist/throughput.png"
+    assert ESTIMATE == estimates.STATE
+    found = estimates.Estimate(seconds=660.0, rounds=60.0, jobs={first: 540.0, second: 60.0})
+    console = handler()
+    console.live, console.stream = True, io.StringIO()   # a terminal's bottom line
+    estimates.save(found)
+    wildcards = {"run_set": "mnist", "subject": "pytorch", "run": "batch~64_repeat~1"}
+    console.handle(job_info(8, "plot_mnist", {}, [second]))
+    console.handle(job_info(7, "train", wildcards, [first]))
+    assert console.stream.getvalue().endswith("run mnist pytorch batch=64 repeat=1 ... about 11 min left")
+    console.handle(event(LogEvent.JOB_FINISHED, "Finished jobid: 8", job_id=8))
+    assert console.stream.getvalue().endswith("run mnist pytorch batch=64 repeat=1 ... about 10 min left")
+    # an estimate of another invocation (written before this one started) says nothing
+    later = handler()
+    later.started += 10
+    later.live, later.stream = True, io.StringIO()
+    later.handle(job_info(7, "train", wildcards, [first]))
+    assert later.stream.getvalue().endswith("repeat=1 ...")

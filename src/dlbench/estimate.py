@@ -178,4 +178,5 @@ def lines(found, history):
 
 def save(found, path=STATE):
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps({"seconds": found.seconds, "jobs": found.jobs}))
+    # the rounds' runs are not known yet: their share stays in the time left until the invocation ends
+    Path(path).write_text(json.dumps({"seconds": found.seconds, "jobs": {**found.jobs, "(adaptive rounds)": found.rounds}}))

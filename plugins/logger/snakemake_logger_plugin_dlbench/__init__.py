@@ -4,13 +4,15 @@ A job of the rules in LABELS (the training runs, the environments, the data, the
 line when it ends: Snakemake's count of steps done, what the job was and, for a run's record, its
 status and throughput ("12:03:45 [131/209] run mnist pytorch ... repeat=2: ok, 7,725 samples/s,
 41 s"). On a terminal, the bottom line says the job running now ("12:03:04 run mnist pytorch
-model=small ... repeat=2 ...") until its end replaces it; where the output is no terminal (a file, a
+model=small ... repeat=2 ... about 23 min left") until its end replaces it, the time left by the
+invocation's estimate (dlbench.estimate, which the workflow writes before the first job); where the output is no terminal (a file, a
 pipe) that line is left out. Other jobs say nothing while they go well. Their inputs, outputs and
 shell commands stay in Snakemake's log file (.snakemake/log/) and the jobs' own logs
 (results/logs/). Errors, warnings and every other message are Snakemake's own, as Snakemake formats
 them; a dry run is Snakemake's own listing, unchanged.
 """
 import json
+import os
 import re
 import sys
 import time
@@ -61,6 +63,27 @@ def label(rule, wildcards):
         return rule
 
 
+# The invocation's estimate, {"seconds": total, "jobs": {first output: seconds}}: written by the workflow
+# before its first job (dlbench.estimate.STATE, rules/lifecycle.smk), read here for the time left.
+ESTIMATE = ".snakemake/dlbench-estimate.json"
+
+
+def read_estimate(since):
+    """{first output of a job: its estimated seconds} of the invocation that started at `since` (time.time());
+    {} where there is none, or the file is an older invocation's."""
+    try:
+        if os.stat(ESTIMATE).st_mtime < since:
+            return {}
+        with open(ESTIMATE) as f:
+            return {str(k): float(v) for k, v in json.load(f)["jobs"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def time_left(seconds):
+    return f"about {seconds / 60:.0f} min left" if seconds >= 90 else f"about {seconds:.0f} s left"
+
+
 # Snakemake's word before each choice of jobs: a line per job, said by the job's own lines here
 SCHEDULING = "Select jobs to execute..."
 # the events of a job that its line at the end (and on a terminal, its line while it runs) stand for
@@ -105,6 +128,9 @@ class LogHandler(LogHandlerBase):
         self.jobs = {}      # jobid -> (label, outputs, started, when it started)
         self.finished = []  # the lines of jobs that ended, said with the count Snakemake gives next
         self.showing = False  # the bottom line is the running job's
+        self.started = time.time()
+        self.estimate = None    # {first output: estimated seconds} of the jobs not yet done, read at the first job
+        self.first_outputs = {}  # jobid -> its first output, of every job (the estimate's key)
 
     def clear(self):
         if self.showing:
@@ -116,9 +142,20 @@ class LogHandler(LogHandlerBase):
         if self.live and self.jobs:
             what, _, _, at = list(self.jobs.values())[-1]
             more = f" (and {len(self.jobs) - 1} more)" if len(self.jobs) > 1 else ""
-            self.stream.write(f"{at} {what}{more} ...")
+            self.stream.write(f"{at} {what}{more} ...{self.left()}")
             self.showing = True
         self.stream.flush()
+
+    def left(self):
+        """' about N min left': the estimate of the jobs not done, less what the running ones have taken."""
+        if self.estimate is None:
+            self.estimate = read_estimate(self.started)
+        if not self.estimate:
+            return ""
+        now = time.monotonic()
+        running = {outputs[0]: now - started for _, outputs, started, _ in self.jobs.values() if outputs}
+        left = sum(max(0.0, seconds - running.get(output, 0.0)) for output, seconds in self.estimate.items())
+        return f" {time_left(left)}"
 
     def say(self, text):
         self.clear()
@@ -129,6 +166,13 @@ class LogHandler(LogHandlerBase):
         event = get_event(record)
         if not self.common_settings.dryrun and not self.detail and event is None and record.getMessage() == SCHEDULING:
             return
+        if event == LogEvent.JOB_INFO and record.output:
+            self.first_outputs[record.jobid] = str(list(record.output)[0])
+        if event == LogEvent.JOB_FINISHED and self.estimate:
+            self.estimate.pop(self.first_outputs.get(record.job_id), None)
+            if record.job_id not in self.jobs:  # a job said by no line of its own: the time left still moves
+                self.clear()
+                self.show_running()
         if event == LogEvent.JOB_ERROR:  # no longer running: Snakemake's own message says how it failed
             self.jobs.pop(getattr(record, "jobid", None), None)
         if self.common_settings.dryrun or self.detail or event not in JOB_DETAIL:
