@@ -130,8 +130,7 @@ def measure(args):
     from dlbench.protocol import adapter_of
 
     adapter = adapter_of(spec)
-    if hasattr(adapter, "configure"):
-        adapter.configure(spec)
+    adapter.configure(spec)
     placement = adapter.setup(spec, "cpu", 0)
     if args.framework == "pytorch":
         step, sync = pytorch_step(args.model, {"on": True, "off": False}.get(args.mkldnn))

@@ -137,8 +137,7 @@ def test_each_backend_sets_the_cudnn_autotune_policy_before_its_framework_starts
     os.environ.update(TF_CUDNN_USE_AUTOTUNE="0", MXNET_CUDNN_AUTOTUNE_DEFAULT="0",
                       XLA_FLAGS="--xla_gpu_autotune_level=0")
     adapter = importlib.import_module(adapter_module({framework!r}))
-    if hasattr(adapter, "configure"):
-        adapter.configure(SPECS["one"])
+    adapter.configure(SPECS["one"])
     recorded = numerics.cudnn_autotune(adapter)
     {READ_BACK[engine]}
     print(json.dumps({{"recorded": recorded, "value": value}}))

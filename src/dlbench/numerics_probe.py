@@ -38,8 +38,7 @@ def main():
     spec = probe_spec(args.framework, args.policy, args.threads, args.gpu_float32)
     apply(spec.numerics)  # as dlbench.protocol.main: before the adapter is imported
     adapter = importlib.import_module(adapter_module(args.framework))
-    if hasattr(adapter, "configure"):
-        adapter.configure(spec)
+    adapter.configure(spec)
     settings = adapter.gpu_float32(spec.gpu_float32)
     placement = adapter.setup(spec, "cpu", 0)
     print(json.dumps({"framework": args.framework, **measure(spec, adapter, placement, settings)}), flush=True)

@@ -40,6 +40,7 @@ import numpy as np
 
 from dlbench import precision
 from dlbench.clock import run_order
+from dlbench.contract import OwnLoop
 from dlbench.protocol import adapter_of, workload_class
 from dlbench.specs import spec_from_dict
 
@@ -47,8 +48,7 @@ from dlbench.specs import spec_from_dict
 def workload_for(spec):
     """The spec's workload in its framework on the CPU, not built."""
     adapter = adapter_of(spec)
-    if hasattr(adapter, "configure"):
-        adapter.configure(spec)
+    adapter.configure(spec)
     return workload_class(spec)(spec, adapter.setup(spec, "cpu", 0), adapter)
 
 
@@ -65,7 +65,7 @@ def train_losses(workload, steps):
     spec = workload.spec
     order, epochs = run_order(workload.n_train, spec.global_batch, spec.seed, steps)
     order = workload.placement.local(order)
-    if hasattr(workload, "fit"):  # Keras: model.fit over the workload's own input, one step an epoch
+    if isinstance(workload, OwnLoop):  # Keras: model.fit over the workload's own input, one step an epoch
         from dlbench.frameworks.keras.loaders import fit_input
 
         workload.train_data.set_run(order, epochs)

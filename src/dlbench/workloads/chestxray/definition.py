@@ -227,7 +227,7 @@ def library_env(spec):
 
 
 def overhead_row(config):
-    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    """The point benchmarks/overhead.py compares with the bare loops (benchmarks/bare/<workload>_<framework>.py)."""
     return {"input": "synthetic", "devices": 1, "nodes": 1, "strategy": "none"}
 
 

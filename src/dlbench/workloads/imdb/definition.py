@@ -80,7 +80,7 @@ def spec(config, row, threads):
 
 
 def overhead_row(config):
-    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    """The point benchmarks/overhead.py compares with the bare loops (benchmarks/bare/<workload>_<framework>.py)."""
     return {"batch": config["imdb"]["batches"][0], "workers": 0, "grad": "dense"}
 
 

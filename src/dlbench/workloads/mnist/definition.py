@@ -85,7 +85,7 @@ LAYERS = {
 
 
 def overhead_row(config):
-    """The point benchmarks/overhead.py compares with the bare loops (scripts/bare_<framework>.py)."""
+    """The point benchmarks/overhead.py compares with the bare loops (benchmarks/bare/<workload>_<framework>.py)."""
     return {"model": "small", "duplicate": 1, "batch": config["mnist"]["batches"][0], "devices": 1,
             "nodes": 1, "strategy": "none"}
 
