@@ -246,3 +246,15 @@ def test_every_documented_snakemake_command_plans(tmp_path, command):
         return
     proc = snakemake(*args, "-n", cwd=copy)
     assert "This was a dry-run" in proc.stdout + proc.stderr or "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_use_conda_without_conda_names_what_is_missing_and_both_ways_on(tmp_path):
+    """`snakemake --use-conda` on a machine without conda: before any job, a message naming conda and
+    both ways on, in place of Snakemake's `Error running conda info`."""
+    path = ":".join(p for p in (str(Path(sys.executable).parent), "/usr/bin", "/bin") if not (Path(p) / "conda").exists())
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--use-conda"], cwd=REPO,
+                          capture_output=True, text=True, env={"PATH": path, "HOME": str(Path.home())})
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "--use-conda needs conda, and there is none on this machine's PATH" in said, said[-2000:]
+    assert "install conda" in said and "run without --use-conda: the same envs/*.yaml then build as venvs" in said
+    assert "Building DAG of jobs" not in said and "conda info" not in said
