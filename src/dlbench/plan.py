@@ -100,7 +100,7 @@ class Plan:
                 f"config: {planned:,} runs planned, more than {MAX_PLANNED_RUNS:,} (the most: {largest}, "
                 f"{len(rows[largest]):,}): each point runs measurement.max_repeats {self.max_repeats} times at most; "
                 f"fewer repeats, or fewer values in the lists of {self.run_sets[largest][0]} (or a preset per study: "
-                f"presets/README.md)")
+                f"the README's Presets)")
 
     def _runs(self, rows):
         runs = {}
