@@ -3,7 +3,8 @@ per-point statistics, ratios with intervals, environment, unsuccessful runs, uti
 
 A record that cannot be read or does not match the schema is reported by name, listed in
 the unsuccessful-runs table as invalid, and left out; the others are still aggregated. The
-tables are written only once all of them are made, each through a temporary file.
+tables are written only once all of them are made, each through a temporary file. A full disk
+(or a permission, or memory) ends it with one line that says so and where (dlbench.disk).
 """
 import argparse
 import json
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlbench.disk import partial, run_main
 from dlbench.rounds import stopped
 from dlbench.stats import point_statistics, ratios
 from dlbench.tables import environment_rows, load_records, tables, units_table, unsuccessful, utilisation_rows
@@ -20,7 +22,8 @@ from dlbench.tables import environment_rows, load_records, tables, units_table, 
 
 def write_csv(frame, path):
     tmp = Path(f"{path}.tmp")
-    frame.to_csv(tmp, index=False)
+    with partial(tmp, name=path):  # a full disk: the cut file removed, its log says so (dlbench.disk)
+        frame.to_csv(tmp, index=False)
     os.replace(tmp, path)
 
 
@@ -73,4 +76,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    run_main(main)
