@@ -369,3 +369,99 @@ def test_the_forest_plot_marks_flagged_ratios_as_every_figure_does(tmp_path):
     assert drawn["labels"][1:] == ["mxnet (unstable)", "jax (contended)", "chainer (short units)"]
     assert any(text.startswith("hollow: unstable") for text in drawn["legend"])
     assert any("cross: contended" in text and "cross: short units" in text for text in drawn["legend"])
+
+
+# --- the studies' own figures beside this run's (studies.yaml), and the peak each precision is held against
+
+
+def test_the_study_s_own_figure_stands_beside_this_run_s_naming_both_machines(tmp_path):
+    """Each claim carries the study's published figure of its quantity with the study's hardware and
+    versions, and this run's same quantity with its interval and this machine; where this run cannot
+    measure it (GPUs, the NIH images) it says so beside the study's figure."""
+    import yaml
+
+    mnist = [ratio_row("framework", "tensorflow", "pytorch", 1.5, 1.2, 1.8)]
+    imdb = [ratio_row("grad", "sparse", "dense", 1.3, 1.2, 1.4, framework="pytorch", mode="eager", run_set="imdb")]
+    environment = [{"framework": "pytorch", "cpu": "TestCPU family 6 model 167", "cpu_count": 2, "gpus": "none"}]
+    claims = replication({"mnist-ratios": mnist, "imdb-ratios": imdb, "mnist-environment": environment}, tmp_path,
+                         ["mnist", "imdb", "chestxray"])
+    assert claims["study_figure"].str.len().gt(0).all() and claims["study_hardware"].str.len().gt(0).all()
+    assert (claims["this_run_hardware"] == "TestCPU family 6 model 167 (2 cores), no GPU").all()
+    tf = claims.loc["TensorFlow processes more images per second than PyTorch"]
+    assert "2.78x on 1 K80 (10.3 / 3.7 s)" in tf["study_figure"] and "Tesla K80" in tf["study_hardware"]
+    assert "TensorFlow 2.0.0, PyTorch 1.2.0" in tf["study_hardware"] and "1.50x [1.20, 1.80]" in tf["this_run_figure"]
+    devices = claims.loc["Training DenseNet-121 on N devices is faster than on 1"]
+    assert "PyTorch 2.70x (27 / 10 min)" in devices["study_figure"]
+    assert devices["this_run_figure"].startswith("not measured here: no GPU on this machine")
+    auc = claims.loc["Every framework reaches a similar test AUC"]
+    assert "0.8235" in auc["study_figure"] and "NIH" in auc["this_run_figure"]
+    # the first epoch: the MNIST study's figure and the IMDB study's, each naming its own
+    first = claims.loc["The first epoch is slower than the second"]
+    assert "10.0x (37.1 / 3.7 s" in first["study_figure"] and "IMDB LSTM (Borealis AI): first / later" in first[
+        "study_figure"] and "1.3-1.5x" in first["study_figure"]
+    assert "no figure published" in claims.loc["MXNet uses less memory than TensorFlow", "study_figure"]
+    # every figure of studies.yaml is of a study it names
+    data = yaml.safe_load((FINDINGS.parent / "studies.yaml").read_text())
+    assert all(entry["study"] in data["studies"] for entry in data["figures"])
+    (tmp_path / "view").mkdir()
+    page = run_summary(tmp_path / "view", [points_row("pytorch", "eager", 100, 90, 110)],
+                       [ratio_row("framework", "tensorflow", "pytorch", 1.5, 1.2, 1.8)])
+    assert "the study&#x27;s own figure beside this run&#x27;s" in page or "the study's own figure beside" in page
+    assert "2.78x on 1 K80" in page and "TestCPU family 1 (2 cores), no GPU" in page
+
+
+def test_a_claim_s_own_figures_stand_beside_the_study_s_where_they_are_its_quantity(tmp_path):
+    """PyTorch's sparse / dense gradients: the study's 1.2-1.6x on a V100 beside the claim's own ratio
+    with its interval (studies.yaml's `beside: claim`); a claim this run did not measure says why."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("replication", FINDINGS / "replication.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (tmp_path / "tables").mkdir()
+    claims = pd.DataFrame([
+        {"study": module.IMDB_STUDY, "claim": "PyTorch's sparse embedding gradients train faster than dense ones",
+         "verdict": "holds", "figures": "sparse / dense steady throughput: batch=64: 1.30x [1.20, 1.40]"},
+        {"study": module.IMDB_STUDY, "claim": "MXNet trains the LSTM faster than PyTorch", "verdict": "not measured here",
+         "figures": "workload imdb not configured"}], columns=module.COLUMNS)
+    found = module.with_study_figures(claims, module.Tables(tmp_path / "tables", ["imdb"], ["pytorch"])).set_index(
+        "claim")
+    sparse = found.loc["PyTorch's sparse embedding gradients train faster than dense ones"]
+    assert "1.2-1.6x (20-60% faster" in sparse["study_figure"] and "Tesla V100" in sparse["study_hardware"]
+    assert sparse["this_run_figure"] == "sparse / dense steady throughput: batch=64: 1.30x [1.20, 1.40]"
+    assert sparse["this_run_hardware"] == "this machine (no environment table)"
+    mxnet = found.loc["MXNet trains the LSTM faster than PyTorch"]
+    assert "0.9x without loader workers" in mxnet["study_figure"]
+    assert mxnet["this_run_figure"] == "not measured here: workload imdb not configured"
+
+
+def test_the_first_view_names_the_peak_each_precision_is_held_against(tmp_path):
+    mfu = tmp_path / "matmul-mfu.csv"
+    pd.DataFrame([
+        {"run_set": "chestxray", "framework": "pytorch", "point": "batch=8 precision=mixed-bfloat16", "mfu": 0.15,
+         "mfu_low": 0.13, "mfu_high": 0.17, "precision_measured": "mixed-bfloat16", "peak_precision": "mixed-bfloat16",
+         "peak_flop_s": 1.0e12, "peak_framework": "pytorch"},
+        {"run_set": "chestxray", "framework": "mxnet", "point": "batch=8 precision=float32", "mfu": 0.4,
+         "mfu_low": 0.35, "mfu_high": 0.45, "precision_measured": "float32", "peak_precision": "float32",
+         "peak_flop_s": 3.47e11, "peak_framework": "tensorflow"}]).to_csv(mfu, index=False)
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    pd.DataFrame([points_row("pytorch", "eager", 100, 90, 110)]).to_csv(tables / "mnist-points.csv", index=False)
+    pd.DataFrame([ratio_row("framework", "tensorflow", "pytorch", 1.5, 1.2, 1.8)]).to_csv(
+        tables / "mnist-ratios.csv", index=False)
+    pd.DataFrame([{"numerics": "flush"}]).to_csv(tables / "mnist-runs.csv", index=False)
+    pd.DataFrame([{"framework": "pytorch", "framework_version": "1.0", "library": None, "library_version": None,
+                   "cpu": "TestCPU", "cpu_flags": "avx", "cpu_count": 2, "gpus": "none", "git_commit": "abc"}]).to_csv(
+        tables / "mnist-environment.csv", index=False)
+    replication({}, tmp_path, ["mnist"]).reset_index().to_csv(tables / "replication.csv", index=False)
+    out = tmp_path / "summary.html"
+    report_python(str(FINDINGS / "summary.py"), "--sets", "mnist", "--samples", "images",
+                  "--points", str(tables / "mnist-points.csv"), "--ratios", str(tables / "mnist-ratios.csv"),
+                  "--runs", str(tables / "mnist-runs.csv"), "--environment", str(tables / "mnist-environment.csv"),
+                  "--replication", str(tables / "replication.csv"), "--figures", str(tmp_path / "figures"),
+                  "--frameworks", *FRAMEWORKS, "--overview", str(tables / "findings-overview.csv"),
+                  "--mfu", str(mfu), "--out", str(out), check=True)
+    page = out.read_text()
+    assert "How close to the machine" in page and "bfloat16 1,000 GFLOP/s (pytorch&#x27;s product)" in page
+    assert "peaks float32 347 GFLOP/s (tensorflow&#x27;s product); bfloat16" in page
+    assert "chestxray pytorch batch=8 precision=mixed-bfloat16: 15% [13%, 17%] of the bfloat16 peak" in page

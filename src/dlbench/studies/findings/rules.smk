@@ -31,6 +31,10 @@ rule findings:
         ratios=[f"results/tables/{name}-ratios.csv" for name in TIMED_SETS],
         runs=[f"results/tables/{name}-runs.csv" for name in TIMED_SETS],
         environment=[f"results/tables/{name}-environment.csv" for name in TIMED_SETS],
+        # how close to the machine: each point against the peak of the precision it computed in (study matmul)
+        mfu=["results/tables/matmul-mfu.csv"] if "matmul" in STUDIES else [],
+        # the studies' own published figures, set beside this run's in the replication table
+        studies=local(str(workflow_path(FINDINGS_FOLDER / "studies.yaml"))),
         scripts=[local(str(script)) for script in FINDINGS_SCRIPTS],
         code=[local(f) for f in code_files(SRC, scripts=FINDINGS_SCRIPTS)],
         python=env_input("report"),
@@ -49,9 +53,10 @@ rule findings:
     shell:
         "({params.python:q} {input.scripts[0]:q} --tables-dir results/tables --workloads {params.workloads:q}"
         " --studies {params.studies:q}"
-        " --frameworks {params.frameworks:q} {params.synthetic} --out {output.replication:q}"
+        " --frameworks {params.frameworks:q} {params.synthetic} --studies-figures {input.studies:q}"
+        " --out {output.replication:q}"
         " && {params.python:q} {input.scripts[1]:q} --sets {params.sets:q} --samples {params.samples:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --runs {input.runs:q}"
-        " --environment {input.environment:q} --replication {output.replication:q}"
+        " --environment {input.environment:q} --replication {output.replication:q} --mfu {input.mfu:q}"
         " --frameworks {params.frameworks:q} --overview {output.overview:q}"
         " --figures results/figures/findings --out {output.summary:q}) > {log:q} 2>&1"

@@ -21,9 +21,11 @@ python replication.py --tables-dir results/tables --workloads mnist imdb ... --s
 """
 import argparse
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from dlbench.flags import flags_of, named, withdrawing
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
@@ -461,6 +463,77 @@ def replication(tables, synthetic):
     ], columns=COLUMNS)
 
 
+# The studies' own published figures (data, with their sources, hardware and versions), set beside this run's
+STUDIES_FIGURES = Path(__file__).resolve().parents[1] / "studies.yaml"
+STUDY_COLUMNS = ["study_figure", "study_hardware", "this_run_figure", "this_run_hardware"]
+
+
+def this_hardware(folder):
+    """This run's machine, as the environment tables name it: 'Intel Xeon ... (2 cores), no GPU'."""
+    frames = [pd.read_csv(path) for path in sorted(Path(folder).glob("*-environment.csv"))]
+    env = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if env.empty or "cpu" not in env:
+        return "this machine (no environment table)"
+    cpus = "; ".join(sorted(set(env["cpu"].dropna().astype(str))))
+    cores = "/".join(sorted(set(env["cpu_count"].dropna().astype(int).astype(str)))) if "cpu_count" in env else "?"
+    gpus = sorted(set(env["gpus"].dropna().astype(str)) - {"none"}) if "gpus" in env else []
+    return f"{cpus} ({cores} cores), " + ("; ".join(gpus) if gpus else "no GPU")
+
+
+def beside_figures(tables, claim, beside):
+    """This run's figure of the study's quantity: the ratios rows `beside` names (each point with its
+    interval and flags), or the claim's own figures where they are that quantity ('claim'); '' if none."""
+    if beside == "claim":
+        return "" if claim["verdict"] == NOT_MEASURED or pd.isna(claim["figures"]) else str(claim["figures"])
+    if not isinstance(beside, dict):
+        return ""
+    ratios = tables.ratios(beside["ratios"])
+    if ratios is None or ratios.empty:
+        return ""
+    keep = pd.Series(True, index=ratios.index)
+    for key, value in beside.items():
+        if key != "ratios":
+            keep &= ratios[key].map(lambda v: str(plain(v))) == str(value) if key in ratios else False
+    rows = ratios[keep]
+    if "mode" in rows and beside.get("compared") != "mode":
+        rows = rows_where(rows, lambda r: pd.isna(r["mode"]) or r.get("framework") not in FRAMEWORKS or default_mode(r))
+    return "; ".join(" ".join(str(part) for part in (r.get("framework"), point_of(r), r["comparison"])
+                              if pd.notna(part) and part != "") + f": {figure_of(r)}" for _, r in rows.iterrows())
+
+
+def with_study_figures(claims, tables, path=STUDIES_FIGURES):
+    """The claims with the studies' own figures beside this run's (studies.yaml): `study_figure` (each
+    study's figure of the claim's quantity, its setting, or that it published none), `study_hardware`
+    (the machine and versions it was measured on), `this_run_figure` (this run's same quantity with its
+    interval, or 'not measured here' and why) and `this_run_hardware`."""
+    data = yaml.safe_load(Path(path).read_text())
+    hardware = this_hardware(tables.folder)
+    found = {column: [] for column in STUDY_COLUMNS}
+    for _, claim in claims.iterrows():
+        entries = [e for e in data["figures"] if re.search(e["claim"], claim["claim"], re.IGNORECASE)]
+        studies, figures, mine = [], [], []
+        for entry in entries:
+            study = data["studies"][entry["study"]]
+            own = "" if entry["study"] == claim["study"] else f"{entry['study']}: "
+            figures.append(f"{own}{entry['quantity']}: " + (entry["figure"] or "no figure published (a qualitative "
+                                                                                 "claim)"))
+            studies.append(f"{entry['study']}: {study['hardware']}; {study['software']} ({study['source']})")
+            measured = beside_figures(tables, claim, entry.get("beside"))
+            if measured and measured not in mine:
+                mine.append(measured)
+            # what this run cannot measure (GPUs, the NIH images), beside what it measured of the quantity
+            unmeasured = f"not measured here: {entry.get('not_here')}"
+            if entry.get("not_here") and (not measured or claim["verdict"] == NOT_MEASURED) and unmeasured not in mine:
+                mine.append(unmeasured)
+        if not mine and claim["verdict"] == NOT_MEASURED:
+            mine.append(f"not measured here: {claim['figures']}")
+        found["study_figure"].append(" | ".join(figures) or "no published figure found (studies.yaml)")
+        found["study_hardware"].append(" | ".join(dict.fromkeys(studies)))
+        found["this_run_figure"].append(" | ".join(mine))
+        found["this_run_hardware"].append(hardware)
+    return claims.assign(**found)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tables-dir", required=True, type=Path, help="results/tables")
@@ -468,10 +541,12 @@ def main():
     parser.add_argument("--studies", nargs="*", default=[], help="the configured studies")
     parser.add_argument("--frameworks", nargs="*", default=[], help="the configured frameworks")
     parser.add_argument("--synthetic-images", action="store_true", help="DenseNet's images are synthetic")
+    parser.add_argument("--studies-figures", type=Path, default=STUDIES_FIGURES,
+                        help="the studies' own published figures (studies.yaml)")
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args()
     tables = Tables(args.tables_dir, [*args.workloads, *args.studies], args.frameworks)
-    claims = replication(tables, args.synthetic_images)
+    claims = with_study_figures(replication(tables, args.synthetic_images), tables, args.studies_figures)
     tmp = args.out.with_name(args.out.name + ".tmp")
     claims.to_csv(tmp, index=False)
     os.replace(tmp, args.out)

@@ -2,15 +2,17 @@
 numerics and versions the numbers come from; per timed run set, the fastest framework at each
 point with its interval (and the ones it is not separated from), and a forest plot of every
 framework's steady throughput relative to one reference; the studies' claims with their verdicts
-(the replication table). An HTML fragment, its figures inlined, its links opening the report's
-figures.
+(the replication table), each beside the study's own published figure and its hardware
+(studies.yaml); how close the training came to the machine, each point against the peak of the
+precision it computed in (the matmul study's table). An HTML fragment, its figures inlined, its
+links opening the report's figures.
 
 Every number drawn from a flagged point or ratio (the tables' unstable, below_minimum,
 contended: dlbench.flags) carries a mark naming its flags, a superscript such as
 "[contended]", and a legend line below the list says what each mark that appears means.
 
 python summary.py --sets mnist imdb ... --samples images reviews ... --points P... --ratios R...
-    --runs R... --environment E... --replication findings-replication.csv
+    --runs R... --environment E... --replication findings-replication.csv [--mfu matmul-mfu.csv]
     --figures results/figures/findings --out results/findings/summary.html
 """
 import argparse
@@ -339,6 +341,35 @@ def precision_lines(sets, ratios_tables, runs_tables, frameworks, seen):
     return lines
 
 
+def peak_line(mfu_tables):
+    """How close to the machine: the peak in each precision (the best matrix product that computed in
+    it, its framework) and each run set's best model FLOP utilisation against the peak of the
+    precision its point computed in (measured: the matmul study's table, results/tables/matmul-mfu.csv);
+    '' without the table."""
+    frames = [pd.read_csv(path) for path in mfu_tables]
+    mfu = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if mfu.empty or "peak_precision" not in mfu:
+        return ""
+    named = {"mixed-bfloat16": "bfloat16", "mixed-float16": "float16"}
+    rated = mfu.dropna(subset=["mfu"])
+    order = {"float32": 0, "mixed-bfloat16": 1, "mixed-float16": 2}
+    peaks = rated.drop_duplicates("peak_precision").sort_values("peak_precision", key=lambda p: p.map(order))
+    peak_words = "; ".join(f"{named.get(r['peak_precision'], r['peak_precision'])} {r['peak_flop_s'] / 1e9:,.0f} "
+                           f"GFLOP/s ({r['peak_framework']}'s product)" for _, r in peaks.iterrows())
+    best = rated.loc[rated.groupby(["run_set", "peak_precision"])["mfu"].idxmax()] if len(rated) else rated
+    best_words = "; ".join(f"{r['run_set']} {r['framework']} {r['point']}: "
+                           f"{with_interval(100 * r['mfu'], 100 * r['mfu_low'], 100 * r['mfu_high'], lambda v: f'{v:.0f}%')} "
+                           f"of the {named.get(r['peak_precision'], r['peak_precision'])} peak"
+                           for _, r in best.iterrows())
+    unrated = mfu[mfu["mfu"].isna()]
+    missing = (f" No peak for {', '.join(sorted(set(unrated['precision_measured'].dropna().astype(str))))}: "
+               f"{len(unrated)} points without a utilisation (no product of that precision ran)." if len(unrated) else "")
+    return (f"<p><b>How close to the machine</b> (model FLOP utilisation: each training point's FLOP/s over the peak "
+            f"of the precision it computed in, measured, not the one asked for; "
+            f"{report_link('results/tables/matmul-mfu.csv', 'matmul-mfu.csv')}): peaks {html.escape(peak_words)}; "
+            f"the best point per run set and precision: {html.escape(best_words)}.{html.escape(missing)}</p>")
+
+
 def report_link(path, text):
     """A link that opens a figure of the report (its own showResultInfo, as Snakemake's rst links)."""
     return f"<a href=\"javascript:app.showResultInfo('{quote(str(path), safe='/')}')\">{html.escape(text)}</a>"
@@ -362,9 +393,22 @@ def replication_table(claims):
         rows.append(f"<tr><td>{html.escape(c['study'])}</td><td>{html.escape(c['claim'])}</td>"
                     f"<td class=\"{VERDICT_CLASS[c['verdict']]}\">{html.escape(c['verdict'])}</td>"
                     f"<td>{html.escape(str(c['figures']) if pd.notna(c['figures']) else '')}"
-                    f"<br><small>{html.escape(c['criterion'])}</small></td><td>{figure}</td></tr>")
+                    f"<br><small>{html.escape(c['criterion'])}</small></td>{study_cell(c)}<td>{figure}</td></tr>")
+    study = "<th>the study's own figure beside this run's</th>" if "study_figure" in claims else ""
     return ("<table class=\"replication\"><tr><th>study</th><th>claim</th><th>this run's verdict</th>"
-            "<th>the figures behind it; the criterion</th><th>figure</th></tr>" + "".join(rows) + "</table>")
+            f"<th>the figures behind it; the criterion</th>{study}<th>figure</th></tr>" + "".join(rows) + "</table>")
+
+
+def study_cell(c):
+    """The study's published figure (its hardware and versions) above this run's same quantity, or
+    why this run cannot measure it (the replication table's study_figure, this_run_figure: studies.yaml);
+    '' for a table without them."""
+    if "study_figure" not in c:
+        return ""
+    text = lambda column: html.escape(str(c[column])) if pd.notna(c.get(column)) and str(c[column]) else ""
+    return (f"<td><b>study</b>: {text('study_figure')}<br><small>on {text('study_hardware')}</small>"
+            f"<br><b>this run</b>: {text('this_run_figure') or 'no figure of that quantity'}"
+            f"<br><small>on {text('this_run_hardware')}</small></td>")
 
 
 STYLE = """<style>
@@ -407,6 +451,7 @@ def summary(args):
                        inline_png(args.figures / "overview.png", "every framework against every run set"),
                        f"<p><small>The same as a table: {report_link(args.overview, args.overview.name)}.</small></p>"]
     precision = precision_lines(args.sets, [pd.read_csv(r) for r in args.ratios], runs, args.frameworks, seen)
+    precision.append(peak_line(args.mfu))
     parts = [STYLE, "<h2>What this run found</h2>", *at_a_glance, f"<p>{machine(environments, runs)}</p>", *precision,
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
              "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
@@ -431,6 +476,7 @@ def main():
     parser.add_argument("--runs", nargs="+", required=True, help="the runs tables (numerics)")
     parser.add_argument("--environment", nargs="+", required=True, help="the environment tables")
     parser.add_argument("--replication", required=True)
+    parser.add_argument("--mfu", nargs="*", default=[], help="the matmul study's utilisation table (none: no matmul)")
     parser.add_argument("--figures", required=True, type=Path, help="folder of the forest plots")
     parser.add_argument("--frameworks", nargs="+", required=True, help="the configured frameworks, in order")
     parser.add_argument("--overview", required=True, type=Path, help="the framework x run set table to write")
