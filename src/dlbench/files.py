@@ -8,6 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def workflow_path(path):
+    """A file or folder of the workflow as jobs' inputs name it: relative to the working directory, so
+    that they do not change when the clone moves (a moved clone, results and all, plans nothing).
+    Captions and conda: files stay absolute: Snakemake reads relative ones from the rule file's folder."""
+    return Path(os.path.relpath(path))
+
+
 def file_sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:
