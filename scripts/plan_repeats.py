@@ -1,5 +1,6 @@
 """One adaptive round (dlbench.rounds): read the timed records so far and write which points run
-one more repeat, and why every other point stopped.
+one more repeat (an open ratio, or a repeat set aside as contended to measure again), and why every
+other point stopped.
 
 python plan_repeats.py RECORD... --round 4 --measurement '{"repeats": 3, ...}' --out results/repeats/round-4.json
 """
@@ -31,9 +32,12 @@ def main():
     statuses = {}
     for point in result["points"]:
         statuses[point["status"]] = statuses.get(point["status"], 0) + 1
+    set_aside = [f"{point['run_set']} {point['subject']} {point['point']}: {', '.join(map(str, point['set_aside']))}"
+                 for point in result["points"] if point["set_aside"]]
     print(f"round {args.round}: {statuses.get(ANOTHER_ROUND, 0)} points run again "
           f"({result['planned_s']:.0f} s planned, {result['spent_s']:.0f} of {result['budget_s']:.0f} s spent); "
-          + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()) if status != ANOTHER_ROUND))
+          + ", ".join(f"{n} {status}" for status, n in sorted(statuses.items()) if status != ANOTHER_ROUND)
+          + (f"; repeats set aside as contended: {'; '.join(set_aside)}" if set_aside else ""))
 
 
 if __name__ == "__main__":

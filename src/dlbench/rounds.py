@@ -4,18 +4,26 @@ Kalibera and Jones choose the repetitions at each level from the variance measur
 the noise between processes larger than within, more processes decide and more units barely
 do. So the first `measurement.repeats` repeats of every timed point run for all of them
 (interleaved across frameworks); then round after round, one more repeat runs only for the
-points whose question is still open, until each point stops for one of STOPS:
+points whose question is still open, or that lost a repeat to other processes, until each point
+stops for one of STOPS:
 
-- resolved: every headline ratio it enters (dlbench.stats.comparisons: the frameworks side by
-  side, one dimension within a framework) is decided: its interval lies above 1, below 1, or
-  within 1 +- `same_threshold` (what `compare` calls same); an A/B's ratio (a variant over its
-  framework, config variants) once it has a verdict of its own (dlbench.stats.change_verdict:
-  beyond 1 +- `same_threshold`, or within it);
+- resolved: it owes no clean repeat (below), and every headline ratio it enters
+  (dlbench.stats.comparisons: the frameworks side by side, one dimension within a framework) is
+  decided: its interval lies above 1, below 1, or within 1 +- `same_threshold` (what `compare`
+  calls same); an A/B's ratio (a variant over its framework, config variants) once it has a
+  verdict of its own (dlbench.stats.change_verdict: beyond 1 +- `same_threshold`, or within it);
 - max_repeats: it has `measurement.max_repeats` repeats;
 - budget: the round's runs would take the adaptive phase past `measurement.budget_minutes`
   (the repeats after the first `repeats`, timed from their records' wall time; a point's next
-  run is costed at the mean wall time of its runs so far). Within a round the points that enter
-  the most open ratios per second of a run go first.
+  run is costed at the mean wall time of its runs so far). Within a round the points that owe a
+  clean repeat go first, then those that enter the most open ratios per second of a run.
+
+A repeat with a steady unit still contended after its run's reruns (measurement.max_contended_reruns)
+is disturbed: its point sets it aside and decides from its clean repeats (dlbench.stats.set_aside),
+and a point with fewer clean repeats than `repeats` owes one: the next round runs it again as a new
+process, whatever its ratios say, within max_repeats (which counts every process) and the budget.
+The plan says which repeats each point set aside (`set_aside`). Where every repeat of a point was
+disturbed it sets none aside (it decides nothing, flagged contended) and owes them all.
 
 `plan` is pure: the workflow's checkpoint (rules/runs.smk, scripts/plan_repeats.py) feeds it the
 records so far and writes its answer, the next round's records, as a plan file.
@@ -27,7 +35,8 @@ from pathlib import PurePosixPath
 import pandas as pd
 
 from dlbench.sweep import duet_sides
-from dlbench.stats import change_verdict, comparison_interval, comparisons, point_key, variance_priors
+from dlbench.stats import (change_verdict, comparison_interval, comparisons, disturbed_repeats, point_key, set_aside,
+                           steady_points, variance_priors)
 from dlbench.tables import units_table
 
 STOPS = ("resolved", "max_repeats", "budget")
@@ -67,6 +76,11 @@ def open_ratios(units, same_threshold, confidence, resamples, seed, frameworks=N
     return counts, groups
 
 
+def owes_a_clean_repeat(point, measurement):
+    """A plan's point lost a repeat to other processes and has fewer clean ones than `repeats`."""
+    return point["clean_repeats"] < min(point["repeats"], measurement["repeats"])
+
+
 def plan(records, round_, measurement, seed=0, frameworks=None):
     """The plan of round `round_` (its repeat number): which points run repeat `round_`, and why
     every other point stopped. records: [(path, record)] of every timed run set's runs so far.
@@ -74,8 +88,10 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     same_threshold, confidence, resamples, min_unit_seconds, max_other_cpus).
 
     Returns {round, budget_s, spent_s, planned_s, records: [paths of repeat round_], points:
-    [{run_set, subject, point, repeats, open_ratios, status}]}: status ANOTHER_ROUND for the
-    points that run again, else one of STOPS."""
+    [{run_set, subject, point, repeats, clean_repeats, set_aside, open_ratios, status}]}: repeats
+    the processes with steady units, clean_repeats those with no contended unit, set_aside the
+    repeats its statistics leave out; status ANOTHER_ROUND for the points that run again, else one
+    of STOPS."""
     m = measurement
     by_set, path_of, wall = {}, {}, {}
     for path, record in records:
@@ -89,24 +105,28 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     for run_set, set_records in by_set.items():
         units = units_table(set_records, m["min_unit_seconds"], m["max_other_cpus"])
         counts, groups = open_ratios(units, m["same_threshold"], m["confidence"], m["resamples"], seed, frameworks)
-        for group, rows in groups.items():
+        _, every = steady_points(units)  # every repeat, the set-aside ones included
+        for group in groups:
+            rows = every[group]
             run_ids = sorted(set(rows["run_id"]))
             framework = group[1] if isinstance(group[1], str) else None
             paths = [path_of[(run_set, framework, run_id)] for run_id in run_ids]
             points.append({
                 "run_set": run_set, "subject": PurePosixPath(paths[0]).parent.name, "key": list(point_key(group)),
                 "point": REPEAT.sub("repeat~*", run_ids[0]), "repeats": len(run_ids),
+                "clean_repeats": len(run_ids) - len(disturbed_repeats(rows)), "set_aside": set_aside(rows),
                 "open_ratios": counts.get(group, 0),
                 "cost_s": sum(wall[p] for p in paths) / len(paths), "next": with_repeat(paths[0], round_),
             })
     for point in points:
-        if point["open_ratios"] == 0:
+        if point["open_ratios"] == 0 and not owes_a_clean_repeat(point, m):
             point["status"] = "resolved"
         elif point["repeats"] >= m["max_repeats"]:
             point["status"] = "max_repeats"
-        elif round_ > m["max_repeats"]:  # open with fewer repeats: earlier rounds had no budget for it
+        elif round_ > m["max_repeats"]:  # open (or owing) with fewer repeats: earlier rounds had no budget for it
             point["status"] = "budget"
-    waiting = sorted((p for p in points if "status" not in p), key=lambda p: -p["open_ratios"] / max(p["cost_s"], 1e-3))
+    waiting = sorted((p for p in points if "status" not in p),
+                     key=lambda p: (not owes_a_clean_repeat(p, m), -p["open_ratios"] / max(p["cost_s"], 1e-3)))
     planned = 0.0
     for point in waiting:
         if spent + planned + point["cost_s"] <= budget:

@@ -10,7 +10,10 @@ each repeat's mean steady throughput, and the spread of its interval comes from 
 estimator), with Student's t at the repeats' degrees of freedom (`interval`). One repeat
 says nothing of the spread between processes: it has no interval. The points of one run set
 lend each other their spread between processes (`variance_prior`, Smyth's empirical Bayes), so
-that 3 repeats decide more than each point's own 2 degrees of freedom would.
+that 3 repeats decide more than each point's own 2 degrees of freedom would. A repeat with a
+steady unit still contended after the run's reruns timed its neighbours as well: a point that has
+a clean repeat sets it aside and decides from its clean ones (`set_aside`; the adaptive rounds
+measure it again: dlbench.rounds); one whose every repeat was contended keeps them, flagged.
 
 All functions take a units table (results/tables/{run_set}-units.csv, or several of them
 concatenated with the same columns). Only steady units count: status "ok", not the warm-up
@@ -67,13 +70,54 @@ def steady(units):
     return units[keep]
 
 
-def _groups(units):
-    """{(run_set, framework, *point keys): steady units} in the table's order."""
+def steady_points(units):
+    """(key columns, {(run_set, framework, *point keys): steady units of every repeat}) in the
+    table's order, the repeats `set_aside` would leave out included."""
     keys = ["run_set", "framework", *point_keys(units)]
     rows = steady(units)
     if rows.empty:
         return keys, {}
     return keys, {name: group for name, group in rows.groupby(keys, dropna=False, sort=False)}
+
+
+# Why a repeat is set aside: a steady unit still contended after the run's reruns
+# (measurement.max_contended_reruns): other processes took more than max_other_cpus cores during it
+SET_ASIDE_REASON = "contended"
+
+
+def disturbed_repeats(group):
+    """The repeats (processes) of a point's steady units with a unit still contended after the run's
+    reruns: each timed the other processes as well as the framework. Sorted repeat numbers."""
+    if "contended" not in group:
+        return []
+    return sorted(int(plain(r)) for r in set(group.loc[_flag(group["contended"]), "repeat"]))
+
+
+def set_aside(group):
+    """The repeats a point leaves out of every statistic: its disturbed ones, where it has a clean
+    repeat to decide from; none where every repeat was disturbed (the point keeps them all, flagged
+    contended, and decides nothing: dlbench.flags)."""
+    disturbed = disturbed_repeats(group)
+    clean = {int(plain(r)) for r in group["repeat"]} - set(disturbed)
+    return disturbed if clean else []
+
+
+def without_set_aside(group):
+    """A point's steady units less its set-aside repeats."""
+    aside = set_aside(group)
+    return group[~group["repeat"].isin(aside)] if aside else group
+
+
+def set_aside_text(repeats):
+    """The points table's set_aside cell: '2, 4 (contended)', '' for none."""
+    return f"{', '.join(map(str, repeats))} ({SET_ASIDE_REASON})" if repeats else ""
+
+
+def _groups(units):
+    """{(run_set, framework, *point keys): steady units of its clean repeats (`set_aside`)} in the
+    table's order: what every statistic, ratio and verdict reads."""
+    keys, groups = steady_points(units)
+    return keys, {name: without_set_aside(group) for name, group in groups.items()}
 
 
 def repeats_of(group):
@@ -224,9 +268,10 @@ def _flags(group, cv_threshold):
 def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, seed=0):
     """One row per point with steady units: repeats, units, steps, the mean throughput (the
     mean of the repeats' means) with its hierarchical bootstrap interval, the median and
-    quartiles of all its units, the CV within a run and between runs, and the unstable /
-    below-minimum flags."""
-    keys, groups = _groups(units)
+    quartiles of all its units, the CV within a run and between runs, the flags, and the repeats
+    set aside (`set_aside`: disturbed ones, left out of all of it, e.g. '2 (contended)')."""
+    keys, every = steady_points(units)
+    groups = {name: without_set_aside(group) for name, group in every.items()}
     priors = variance_priors(groups.items())
     rows = []
     for name, group in groups.items():
@@ -243,9 +288,10 @@ def point_statistics(units, confidence=0.95, resamples=2000, cv_threshold=0.05, 
             "median": median, "q25": q25, "q75": q75, "iqr": q75 - q25,
             "cv_within": within_cv(repeats), "cv_between": between_cv(repeats),
             **_flags(group, cv_threshold),
+            "set_aside": set_aside_text(set_aside(every[name])),
         })
     columns = keys + ["repeats", "units", "steps", "mean", "ci_low", "ci_high", "median", "q25", "q75", "iqr",
-                      "cv_within", "cv_between", *FLAGS]
+                      "cv_within", "cv_between", *FLAGS, "set_aside"]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -45,10 +45,11 @@ def subject_of(frame):
 
 
 def point_keys(frame):
-    # `stopped` is why a point's repeats stopped (the adaptive rounds), a property of each subject's row, not of the point
+    # `stopped` is why a point's repeats stopped (the adaptive rounds), `set_aside` the repeats it left out:
+    # properties of each subject's row, not of the point
     return [c for c in frame.columns if c not in NOT_KEYS
             and c not in {"repeats", "units", "steps", "mean", "median", "q25", "q75", "iqr", "cv_within", "cv_between",
-                          "stopped"}]
+                          "stopped", "set_aside"}]
 
 
 def where(row, keys):
@@ -155,6 +156,27 @@ def leaders(points, ratios, sample, seen=None):
             text += f"; not compared with {html.escape(', '.join(apart))} (a lower mean)"
         sentences.append(text + ".")
     return sentences
+
+
+def set_aside_line(sets, points_tables):
+    """One paragraph naming the repeats the points set aside (the points tables' set_aside: a steady
+    unit still contended after its run's reruns) and saying that those points decide from their clean
+    repeats; '' where none was."""
+    parts = []
+    for name, points in zip(sets, points_tables):
+        if "set_aside" not in points:
+            continue
+        keys = point_keys(points.assign(subject=lambda f: subject_of(f)))
+        for _, row in points[points["set_aside"].fillna("").astype(str) != ""].iterrows():
+            point = where(row, [k for k in keys if k != "subject"])
+            parts.append(f"{name} {subject_of(row.to_frame().T).iloc[0]}{' ' + point if point else ''}: "
+                         f"repeat {row['set_aside']}")
+    if not parts:
+        return ""
+    return ("<p><b>Repeats set aside</b> (other processes took more than measurement.max_other_cpus cores "
+            "during a steady unit, still after the run's reruns; each of these points decides from its clean "
+            "repeats, and the adaptive rounds measure the repeat again within their budget): "
+            + html.escape("; ".join(parts)) + ".</p>")
 
 
 STATUS_TEXT = {"not_applicable": "not applicable", "failed": "failed", "absent": "not in this run set",
@@ -459,6 +481,7 @@ def summary(args):
              + ", ".join(f"{n} {html.escape(verdict)}" for verdict, n in claims["verdict"].value_counts().items())
              + ".</p>",
              "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>", legend(seen),
+             set_aside_line(args.sets, [pd.read_csv(p) for p in args.points]),
              "<h3 id=\"dlbench-claims\">The studies' claims: this run's verdicts</h3>",
              "<p>Each verdict is computed from this run's tables by the criterion beside it "
              f"({report_link('results/tables/findings-replication.csv', 'the replication table')}).</p>",
