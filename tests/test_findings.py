@@ -28,10 +28,21 @@ def ratio_row(compared, numerator, denominator, ratio, low, high, framework=None
             "unstable": False, "below_minimum": False, "contended": False}
 
 
-def peak_row(framework, mode, batch, rss, workload="mnist"):
-    return {"workload": workload, "framework": framework, "mode": mode, "batch": batch, "repeats": 2,
-            "peak_rss_mib": rss, "peak_rss_min_mib": rss - 5, "peak_rss_max_mib": rss + 5, "peak_pss_mib": rss,
-            "parameters": 1, "mib_per_sample": 1.0}
+def memory_ratio(compared, numerator, denominator, num_mib, den_mib, low, high, framework="", repeats=3,
+                 workload="mnist", batch=64):
+    """A memory-ratios row (the memory study's scripts/plot.py): numerator / denominator peak RSS."""
+    ratio = num_mib / den_mib
+    return {"workload": workload, "comparison": f"{numerator} / {denominator}", "compared": compared,
+            "numerator": numerator, "denominator": denominator, "framework": framework, "mode": None, "batch": batch,
+            "numerator_mib": num_mib, "denominator_mib": den_mib, "repeats_numerator": repeats,
+            "repeats_denominator": repeats, "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": ""}
+
+
+def epoch_rows(framework, mode, first_seconds, second=2.0):
+    """mnist-convergence rows of one framework: a process per first epoch time, its second `second`."""
+    return [{"framework": framework, "run_id": f"{framework}-{repeat}", "devices": 1, "mode": mode, "status": "ok",
+             "segment": segment, "wall_s": wall}
+            for repeat, first in enumerate(first_seconds, 1) for segment, wall in ((1, first), (2, second))]
 
 
 def replication(tables, tmp_path, workloads, frameworks=FRAMEWORKS, synthetic=True, studies=()):
@@ -95,7 +106,7 @@ def test_scaling_and_input_claims_read_what_a_ratio_compares_from_its_columns(tm
 def test_a_claim_without_its_measurement_says_what_would_measure_it(tmp_path):
     claims = replication({}, tmp_path, ["mnist"], synthetic=True)
     assert set(claims["verdict"]) == {"not measured here"}
-    assert len(claims) == 15 and set(claims["study"]) == {
+    assert len(claims) == 16 and set(claims["study"]) == {
         "IMDB LSTM (Borealis AI)", "multi-GPU DenseNet-121 (ilkarman)", "MNIST data-parallel (r-o-s-h-a-n)",
         "TensorFlow vs MXNet survey"}
     assert "GPUs only" in claims.loc["TensorFlow scales up better than PyTorch DataParallel", "figures"]
@@ -104,15 +115,16 @@ def test_a_claim_without_its_measurement_says_what_would_measure_it(tmp_path):
 
 
 def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
-    peaks = [peak_row("mxnet", "hybrid", 64, 300), peak_row("tensorflow", "graph", 64, 700),
-             peak_row("mxnet", "imperative", 64, 250),   # eager below compiled: graphs do not use less
-             peak_row("tensorflow", "eager", 64, 650)]
-    convergence = [{"framework": f, "run_id": f"{f}-{repeat}", "devices": 1, "mode": mode, "status": "ok",
-                    "segment": segment, "wall_s": wall}
-                   for f, mode in (("pytorch", "eager"), ("mxnet", "hybrid"))
-                   for repeat in (1, 2) for segment, wall in ((1, 3.0 + repeat), (2, 2.0))]
-    # a repeat past measurement.convergence_repeats: one row with its status and no segment
-    convergence += [{"framework": f, "run_id": f"{f}-3", "devices": 1, "mode": mode, "status": "ok", "segment": None,
+    # MXNet / TensorFlow below 1 (listed either way round); TensorFlow's graph over eager below 1, MXNet's
+    # hybrid over imperative above 1: graphs do not use less
+    ratios = [memory_ratio("framework", "mxnet", "tensorflow", 300, 700, 0.40, 0.46),
+              memory_ratio("framework", "tensorflow", "mxnet", 737, 396, 1.7, 2.0, workload="imdb"),
+              memory_ratio("mode", "eager", "graph", 767, 737, 1.01, 1.07, framework="tensorflow"),
+              memory_ratio("mode", "imperative", "hybrid", 250, 300, 0.80, 0.88, framework="mxnet")]
+    # 3 processes each, the first epoch longer in each: an interval above 1
+    convergence = epoch_rows("pytorch", "eager", (4.0, 4.4, 4.2)) + epoch_rows("mxnet", "hybrid", (3.0, 3.2, 3.1))
+    # a repeat past the convergence repeats: one row with its status and no segment
+    convergence += [{"framework": f, "run_id": f"{f}-4", "devices": 1, "mode": mode, "status": "ok", "segment": None,
                      "wall_s": None} for f, mode in (("pytorch", "eager"), ("mxnet", "hybrid"))]
     runtimes = [{"model": "mnist-small", "runtime": "mxnet", "ok": 3, "not_ok": None, "class_agreement": 1.0,
                  "max_abs_difference": 1e-6},
@@ -120,15 +132,21 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
                  "class_agreement": None, "max_abs_difference": None}]
     lines = [{"run_set": "imdb", "framework": f, "code_lines": n} for f, n in
              (("pytorch", 90), ("tensorflow", 80), ("mxnet", 120))]
-    claims = replication({"memory-peaks": peaks, "mnist-convergence": convergence, "onnx-runtimes": runtimes,
+    claims = replication({"memory-ratios": ratios, "mnist-convergence": convergence, "onnx-runtimes": runtimes,
                           "findings-code-lines": lines}, tmp_path, ["mnist", "imdb"],
                          studies=["onnx", "memory", "findings"])
     mxnet = claims.loc["MXNet uses less memory than TensorFlow"]
-    assert mxnet["verdict"] == "holds" and "MXNet 300 MiB, TensorFlow 700 MiB" in mxnet["figures"]
-    assert claims.loc["Graphs (compiled modes) use less memory than imperative code", "verdict"] == "does not hold"
+    assert mxnet["verdict"] == "holds" and mxnet["source"] == "memory-ratios.csv"
+    assert "mnist batch 64: MXNet 300 / TensorFlow 700 MiB: 0.43x [0.40, 0.46] (3 / 3 processes)" in mxnet["figures"]
+    assert "imdb batch 64: MXNet 396 / TensorFlow 737 MiB: 0.54x [0.50, 0.59]" in mxnet["figures"]  # turned round
+    graphs = claims.loc["Graphs (compiled modes) use less memory than imperative code"]
+    assert graphs["verdict"] == "does not hold"
+    assert "tensorflow (mnist batch 64): graph 737 / eager 767 MiB: 0.96x [0.93, 0.99]" in graphs["figures"]
+    assert "mxnet (mnist batch 64): hybrid 300 / imperative 250 MiB: 1.20x [1.14, 1.25]" in graphs["figures"]
     epoch = claims.loc["The first epoch is slower than the second"]
-    assert epoch["verdict"] == "holds" and "pytorch 2.25x (2.00-2.50, 2 repeats)" in epoch["figures"]
-    assert "every repeat that carries convergence segments" in epoch["criterion"]
+    assert epoch["verdict"] == "holds", epoch["figures"]
+    assert re.search(r"pytorch 2\.10x \[\d\.\d\d, \d\.\d\d\] \(3 repeats\)", epoch["figures"])
+    assert "each a cold process" in epoch["criterion"] and "lies above 1" in epoch["criterion"]
     onnx = claims.loc["A model moves from PyTorch to MXNet through ONNX"]
     assert onnx["verdict"] == "does not hold" and "ConstantOfShape" in onnx["figures"]
     code = claims.loc["PyTorch is quicker to write (and debug)"]
@@ -136,20 +154,49 @@ def test_memory_epoch_onnx_and_code_claims_read_their_tables(tmp_path):
     assert "not measured" in code["criterion"]  # lines of code, not the time to write or debug
 
 
+def test_the_first_epoch_claim_reads_the_interval_over_processes(tmp_path):
+    """A first / second ratio near 1 whose processes spread across it: not resolved, with an interval
+    that shows why; one whose interval lies below 1: a counter-example."""
+    spread = epoch_rows("pytorch", "eager", (1.7, 2.5, 2.1))
+    claims = replication({"mnist-convergence": spread}, tmp_path, ["mnist"])
+    epoch = claims.loc["The first epoch is slower than the second"]
+    assert epoch["verdict"] == "not resolved at these repeats"
+    low, high = map(float, re.search(r"pytorch 1\.05x \[(\d\.\d\d), (\d\.\d\d)\]", epoch["figures"]).groups())
+    assert low < 1 < high
+    faster = epoch_rows("pytorch", "eager", (1.5, 1.52, 1.48)) + epoch_rows("mxnet", "hybrid", (4.0, 4.1, 3.9))
+    assert replication({"mnist-convergence": faster}, tmp_path, ["mnist"]).loc[
+        "The first epoch is slower than the second", "verdict"] == "does not hold"
+
+
+def test_pytorch_s_sparse_over_dense_gradients_answers_the_imdb_study(tmp_path):
+    imdb = [ratio_row("grad", "sparse", "dense", 1.3, 1.2, 1.4, framework="pytorch", mode="eager", run_set="imdb"),
+            ratio_row("framework", "mxnet", "pytorch", 1.2, 1.05, 1.4, run_set="imdb")]
+    sparse = replication({"imdb-ratios": imdb}, tmp_path, ["imdb"]).loc[
+        "PyTorch's sparse embedding gradients train faster than dense ones"]
+    assert sparse["verdict"] == "holds" and sparse["source"] == "imdb-ratios.csv"
+    assert "1.30x [1.20, 1.40]" in sparse["figures"] and "grad=" not in sparse["figures"]
+    imdb[0] = ratio_row("grad", "sparse", "dense", 1.02, 0.95, 1.1, framework="pytorch", mode="eager", run_set="imdb")
+    assert replication({"imdb-ratios": imdb}, tmp_path, ["imdb"]).loc[
+        "PyTorch's sparse embedding gradients train faster than dense ones", "verdict"] == "not resolved at these repeats"
+    # dense gradients only: the study's question is not asked
+    dense = replication({"imdb-ratios": imdb[1:]}, tmp_path, ["imdb"]).loc[
+        "PyTorch's sparse embedding gradients train faster than dense ones"]
+    assert dense["verdict"] == "not measured here" and "imdb.grads" in dense["figures"]
+
+
 def test_a_memory_or_epoch_claim_on_one_repeat_a_side_is_not_resolved(tmp_path):
-    """One process is one sample: the default's memory pass (memory.repeats: 1) and its one repeat
-    with convergence segments decide no claim, however far apart their figures are (issue 53: two
+    """One process is one sample: a memory pass of one repeat a point (memory.repeats: 1) and one
+    repeat with convergence epochs decide no claim, however far apart their figures are (issue 53: two
     runs of one commit gave the first-epoch claim both ways)."""
-    peaks = [{**peak_row("mxnet", "hybrid", 64, 300), "repeats": 1}, {**peak_row("tensorflow", "graph", 64, 700),
-                                                                      "repeats": 1}]
-    convergence = [{"framework": "pytorch", "run_id": "pytorch-1", "devices": 1, "mode": "eager", "status": "ok",
-                    "segment": segment, "wall_s": wall} for segment, wall in ((1, 9.0), (2, 2.0))]
-    claims = replication({"memory-peaks": peaks, "mnist-convergence": convergence}, tmp_path, ["mnist"],
+    ratios = [memory_ratio("framework", "mxnet", "tensorflow", 300, 700, None, None, repeats=1)]
+    convergence = epoch_rows("pytorch", "eager", (9.0,))
+    claims = replication({"memory-ratios": ratios, "mnist-convergence": convergence}, tmp_path, ["mnist"],
                          studies=["memory"])
     for claim in ("MXNet uses less memory than TensorFlow", "The first epoch is slower than the second"):
         assert claims.loc[claim, "verdict"] == "not resolved at these repeats"
         assert "one sample" in claims.loc[claim, "criterion"]
-    assert "pytorch 4.50x (4.50-4.50, 1 repeat)" in claims.loc["The first epoch is slower than the second", "figures"]
+    assert "pytorch 4.50x (1 repeat: no interval)" in claims.loc["The first epoch is slower than the second", "figures"]
+    assert "0.43x (1 / 1 processes)" in claims.loc["MXNet uses less memory than TensorFlow", "figures"]
 
 
 def points_row(framework, mode, mean, low, high, devices=1):
@@ -242,7 +289,7 @@ def test_the_summary_names_the_fastest_its_interval_and_those_it_is_not_separate
     assert "not resolved</em> against mxnet 0.93 [0.80, 1.10]" in page  # its ratio to the fastest
     assert "ahead of pytorch 0.33 [0.29, 0.40]" in page
     assert "TestCPU family 1" in page and "pytorch 1.0" in page and "flush" in page and "abcdef1234" in page
-    assert "The studies' 15 claims</b>" in page and "14 not measured here, 1 holds" in page  # counted, first
+    assert "The studies' 16 claims</b>" in page and "15 not measured here, 1 holds" in page  # counted, first
     assert (tmp_path / "figures" / "ratios-mnist.png").stat().st_size > 0
     assert re.search(r'<img src="data:image/png;base64,[A-Za-z0-9+/=]{100,}"', page)
     assert "showResultInfo('results/figures/onnx/runtimes.png')" not in page  # not measured: no figure to link

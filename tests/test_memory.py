@@ -5,6 +5,7 @@ import importlib.util
 import json
 import re
 import subprocess
+import textwrap
 
 import pandas as pd
 import pytest
@@ -16,9 +17,10 @@ from dlbench.errors import ConfigError
 from dlbench.harness import OVER_LIMIT
 from dlbench.record import read_record
 from dlbench.specs import spec_to_json
+from dlbench.spec_types import CompileCache
 from dlbench.tables import load_records
 from dlbench.weights import initial_weights, weights_sha256
-from conftest import REPO, copy_workflow, snakemake, venv_python
+from conftest import REPO, copy_workflow, report_python, snakemake, venv_python
 from specs import smoke_spec
 
 SEARCH = REPO / "src/dlbench/studies/memory/scripts/largest_batch.py"
@@ -66,9 +68,12 @@ def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
     config = load_config(REPO / "config.yaml")
     memory = run_set("mnist-memory")
     rows = memory.rows(config, ["pytorch", "tensorflow"], 1)
-    # every mode of MNIST's config, at each batch, each repeat
-    modes = sum(len(config["mnist"]["modes"][fw]) for fw in ("pytorch", "tensorflow"))
-    assert len(rows) == modes * len(config["memory"]["batches"]["mnist"]) * config["memory"]["repeats"]
+    # every mode of MNIST's config, at each batch, each repeat: TensorFlow's memory.repeats (the survey's memory
+    # claims compare it: memory.repeated_frameworks), PyTorch's one
+    assert config["memory"]["repeated_frameworks"] == ["mxnet", "tensorflow"]
+    repeats = {"pytorch": 1, "tensorflow": config["memory"]["repeats"]}
+    assert len(rows) == sum(len(config["mnist"]["modes"][fw]) * repeats[fw]
+                            for fw in ("pytorch", "tensorflow")) * len(config["memory"]["batches"]["mnist"])
     specs = [memory.build(config, row, 2) for row in rows]
     assert len({(spec.framework, spec.run_id) for spec in specs}) == len(specs)
     spec = specs[0]
@@ -203,3 +208,62 @@ def test_the_survey_s_claims_get_verdicts_from_the_run_s_tables(memory_pass):
     assert "tensorflow graph / eager (mnist)" in claims.loc["Graphs (compiled modes) train faster than imperative code",
                                                            "figures"]
     assert "2 / 1 devices (mirrored)" in claims.loc["TensorFlow gains by treating each CPU core as a device", "figures"]
+
+
+# Runs in the report env: the memory study's peaks and ratios tables from a runs table (JSON rows).
+PEAKS_AND_RATIOS = textwrap.dedent("""
+    import json, sys
+    import pandas as pd
+    from dlbench.studies.memory.scripts import plot
+    runs = pd.DataFrame(json.loads(sys.argv[1]))
+    print(json.dumps({"peaks": json.loads(plot.peaks(runs).to_json(orient="records")),
+                      "ratios": json.loads(plot.ratios(runs).to_json(orient="records"))}))
+""")
+
+
+def memory_runs(peaks_mib):
+    """A memory runs table: {(framework, mode): [each process's peak RSS, MiB]} at MNIST batch 64."""
+    return [{"run_set": "mnist-memory", "framework": framework, "mode": mode, "status": "ok", "parameters": 1,
+             "run_id": f"mode~{mode}_batch~64_repeat~{repeat}", "peak_rss_bytes": mib * MIB, "peak_pss_bytes": mib * MIB}
+            for (framework, mode), values in peaks_mib.items() for repeat, mib in enumerate(values, 1)]
+
+
+def test_peaks_and_their_ratios_have_intervals_over_the_processes():
+    """Each process's peak is a sample: a point's mean with its interval, every pair of frameworks in
+    their default modes and each mode over its framework's default, with intervals over both sides'
+    processes; one process a side has none."""
+    runs = memory_runs({("mxnet", "hybrid"): [396, 401, 392], ("tensorflow", "graph"): [737, 731, 744],
+                        ("tensorflow", "eager"): [767, 760, 771], ("mxnet", "imperative"): [525, 531, 520],
+                        ("pytorch", "eager"): [480]})
+    out = report_python("-c", PEAKS_AND_RATIOS, json.dumps(runs), capture_output=True, text=True, check=True).stdout
+    tables = json.loads(out)
+    peaks = {(p["framework"], p["mode"]): p for p in tables["peaks"]}
+    mxnet = peaks[("mxnet", "hybrid")]
+    assert mxnet["repeats"] == 3 and mxnet["peak_rss_mean_mib"] == pytest.approx(396.33, abs=0.01)
+    assert 380 < mxnet["peak_rss_ci_low_mib"] < 396.33 < mxnet["peak_rss_ci_high_mib"] < 410
+    assert peaks[("pytorch", "eager")]["peak_rss_ci_low_mib"] is None  # one process: no interval
+    ratios = {(r["compared"], r["numerator"], r["denominator"]): r for r in tables["ratios"]}
+    # frameworks in their default modes, the later of dlbench.frameworks' order over the earlier; modes over the default
+    assert set(ratios) == {("framework", "tensorflow", "pytorch"), ("framework", "mxnet", "pytorch"),
+                           ("framework", "mxnet", "tensorflow"), ("mode", "eager", "graph"),
+                           ("mode", "imperative", "hybrid")}
+    less = ratios[("framework", "mxnet", "tensorflow")]
+    assert less["ratio"] == pytest.approx(396.33 / 737.33, rel=1e-3) and less["ci_high"] < 1
+    assert less["verdict"] == "less memory" and less["repeats_numerator"] == less["repeats_denominator"] == 3
+    assert ratios[("mode", "eager", "graph")]["framework"] == "tensorflow"
+    assert ratios[("mode", "eager", "graph")]["verdict"] == "more memory"
+    assert ratios[("framework", "mxnet", "pytorch")]["ci_low"] is None
+    assert ratios[("framework", "mxnet", "pytorch")]["verdict"] == "one repeat: no interval"
+
+
+def test_a_memory_run_compiles_cold_in_a_cache_of_its_own():
+    """Every memory process the same measurement, and none empties the timed point's compile cache."""
+    config = load_config(REPO / "config.yaml")
+    memory = run_set("mnist-memory")
+    rows = [row for row in memory.rows(config, ["mxnet", "jax"], 1) if row["mode"] != "imperative"]
+    # memory.repeats for the frameworks the claims compare (memory.repeated_frameworks), one process for the others
+    assert [(row["framework"], row["repeat"]) for row in rows] == [("mxnet", 1), ("mxnet", 2), ("mxnet", 3), ("jax", 1)]
+    caches = {memory.build(config, row, 2).compile_cache for row in rows}
+    assert caches == {CompileCache(directory=None, fill=True)}
+    config["memory"]["repeated_frameworks"] = None   # every framework's points
+    assert len(memory.rows(config, ["jax"], 1)) == config["memory"]["repeats"]

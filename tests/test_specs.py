@@ -8,6 +8,7 @@ import yaml
 
 from dlbench.frameworks import FRAMEWORKS
 from dlbench.clock import epoch_order
+from dlbench.config import load_config
 from dlbench.errors import FrameworkError, NotApplicable
 from dlbench.protocol import resolve_device
 from dlbench.provenance import code_files
@@ -52,6 +53,24 @@ def test_only_the_first_repeats_train_the_convergence_segments(workload):
     row = {**DEFAULT_ROWS[workload], "framework": "pytorch"}
     assert run_set(workload).build(config, {**row, "repeat": 2}, 2).convergence == first.convergence
     assert run_set(workload).build(config, {**row, "repeat": 3}, 2).convergence.steps == 0
+    # a workload's own convergence_repeats in its place (config.yaml's mnist: 3, the first / second epoch)
+    config[workload]["convergence_repeats"] = 3
+    assert run_set(workload).build(config, {**row, "repeat": 3}, 2).convergence == first.convergence
+    assert run_set(workload).build(config, {**row, "repeat": 3}, 2).compile_cache.fill
+    assert run_set(workload).build(config, {**row, "repeat": 4}, 2).convergence.steps == 0
+
+
+def test_the_default_trains_mnist_s_two_epochs_in_every_first_round_repeat():
+    """config.yaml: MNIST's first and second epoch in 3 processes (the replication table's interval), each
+    cold; the other workloads' convergence in repeat 1 alone."""
+    config = load_config(REPO / "config.yaml")
+    assert config["mnist"]["convergence_repeats"] == config["measurement"]["repeats"] == 3
+    for workload, trained in (("mnist", 3), ("imdb", 1), ("chestxray", 1)):
+        row = {**DEFAULT_ROWS[workload], "framework": "jax"}
+        specs = [run_set(workload).build(config, {**row, "repeat": repeat}, 2) for repeat in (1, 2, 3, 4)]
+        assert [spec.compile_cache.fill for spec in specs] == [True] * trained + [False] * (4 - trained), workload
+        if workload != "chestxray":  # DenseNet trains no convergence steps in the default
+            assert [spec.convergence.steps > 0 for spec in specs] == [True] * trained + [False] * (4 - trained)
 
 
 @pytest.mark.parametrize("workload", ["mnist", "imdb", "chestxray"])

@@ -101,7 +101,14 @@ def duet_sides(path):
     return None
 
 
-def compile_cache(config, name, row, columns):
+def convergence_repeats(config, section):
+    """The repeats (from repeat 1) that train the convergence segments: the section's own
+    convergence_repeats where it has one (mnist's: the first and second epoch in 3 processes), else
+    measurement.convergence_repeats."""
+    return section.get("convergence_repeats") or config["measurement"]["convergence_repeats"]
+
+
+def compile_cache(config, name, row, columns, section=None):
     """The run's compile cache: the point's folder, emptied and filled by each repeat that trains
     the convergence segments (repeat 1 by default: their first segment and compile time are the
     point's, cold), read by the later repeats; with measurement.compile_cache off, or for a run
@@ -110,18 +117,18 @@ def compile_cache(config, name, row, columns):
         return CompileCache(directory=None, fill=True)
     point = run_id(row, [c for c in columns if c != "repeat"])
     return CompileCache(directory=f"results/cache/compile/{name}/{row['framework']}/{point}",
-                        fill=row["repeat"] <= config["measurement"]["convergence_repeats"])
+                        fill=row["repeat"] <= convergence_repeats(config, section or {}))
 
 
 def run_fields(config, section, name, row, columns, threads, convergence=Convergence(0, 1), **fixed):
     """The fields every spec has (dlbench.spec_types.Run), from the config, the workload's section,
     a grid row and the job's threads. A row without a mode, of a run set that has modes, runs in
     the framework's default mode, and one without a precision, of a run set that has precisions, in
-    float32. Only the first measurement.convergence_repeats repeats train
-    the convergence segments; a later repeat measures throughput only, from the same start.
-    The same repeats compile cold into the point's compile cache (`compile_cache`), the later
-    ones load from it."""
-    if row["repeat"] > config["measurement"]["convergence_repeats"]:
+    float32. Only the first measurement.convergence_repeats repeats (the section's own
+    convergence_repeats where set: `convergence_repeats`) train the convergence segments; a later
+    repeat measures throughput only, from the same start. The same repeats compile cold into the
+    point's compile cache (`compile_cache`), the later ones load from it."""
+    if row["repeat"] > convergence_repeats(config, section):
         # convergence is a result of the point, not of each process: paid in the first repeats only
         convergence = Convergence(steps=0, eval_every=convergence.eval_every)
     if "mode" in columns and "mode" not in row:
@@ -140,7 +147,7 @@ def run_fields(config, section, name, row, columns, threads, convergence=Converg
         # contended only when more than the other side's cores are used besides it
         threads = max(1, threads // 2)
         measure = dataclasses.replace(measure, max_other_cpus=measure.max_other_cpus + threads)
-    return dict(compile_cache=compile_cache(config, name, row, columns),
+    return dict(compile_cache=compile_cache(config, name, row, columns, section),
                 run_set=name, framework=row["framework"], run_id=run_id(row, columns), repeat=row["repeat"],
                 seed=config["seed"], device_kind=config["device_kind"], threads=variant.get("threads") or threads,
                 measure=measure, convergence=convergence, timeout_s=float(section["timeout_minutes"] * 60),

@@ -62,6 +62,8 @@ rule plot_memory:
                        category="memory", subcategory="tables", labels={"table": "largest batch under the limit"}),
         saving=report("results/tables/memory-saving.csv", caption="report/saving-table.rst", category="memory",
                       subcategory="tables", labels={"table": "memory-saving modes"}),
+        ratios=report("results/tables/memory-ratios.csv", caption="report/ratios-table.rst", category="memory",
+                      subcategory="tables", labels={"table": "ratios of peaks, with intervals"}),
     input:
         runs=[f"results/tables/{name}-runs.csv" for name in MEMORY_SETS],
         searches=[SEARCH_SUMMARY.format(framework=framework, mode=mode) for framework, mode in MEMORY_SEARCHES],
@@ -80,4 +82,5 @@ rule plot_memory:
     shell:
         "{params.python:q} {input.script:q} --runs {input.runs:q} --searches {input.searches:q}"
         " --timed {input.timed:q} {params.searched:q} --limit-mb {params.limit_mb} --outdir {params.outdir:q}"
-        " --peaks {output.peaks:q} --largest {output.largest:q} --saving {output.saving:q} > {log:q} 2>&1"
+        " --peaks {output.peaks:q} --largest {output.largest:q} --saving {output.saving:q}"
+        " --ratios {output.ratios:q} > {log:q} 2>&1"

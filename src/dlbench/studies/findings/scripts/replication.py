@@ -12,8 +12,11 @@ dlbench.flags) timed more than the framework, so it decides nothing: it counts a
 (FLAG_RULE, applied in `verdict_of` alone). So a claim holds only where no point it rests on is
 flagged, and does not hold only on a counter-example from an unflagged point; else it is not
 resolved at these repeats. An unstable ratio still decides (its interval carries the spread).
-Every figure from a flagged ratio names its flags. Memory and epoch claims compare the repeats'
-ranges the same way, and a side of one repeat decides nothing (ONE_SAMPLE_RULE). A claim whose measurement this run lacks says "not measured here" and why
+Every figure from a flagged ratio names its flags. Memory and epoch claims read intervals the same
+way, the process the sample: the memory pass's ratios of peaks (memory-ratios.csv: the bootstrap
+over each side's processes) and each framework's first / second epoch time over the processes
+that trained the convergence epochs (`epoch_ratios`, dlbench.stats.interval); a side of one
+process has no interval and decides nothing (ONE_SAMPLE_RULE). A claim whose measurement this run lacks says "not measured here" and why
 (the setting, or the part of the machine, that would measure it).
 
 python replication.py --tables-dir results/tables --workloads mnist imdb ... --studies onnx ... --synthetic-images
@@ -24,12 +27,13 @@ import os
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from dlbench.flags import flags_of, named, withdrawing
 from dlbench.frameworks import COMPILED, EAGER, FRAMEWORKS
-from dlbench.stats import FLAGS, SIDES, plain
+from dlbench.stats import FLAGS, SIDES, interval as stats_interval, plain, variance_prior
 
 HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED = "holds", "does not hold", "not resolved at these repeats", "not measured here"
 VERDICTS = (HOLDS, FAILS, NOT_RESOLVED, NOT_MEASURED)
@@ -46,7 +50,7 @@ FLAG_RULE = ("a ratio whose point is contended or has short units counts as not 
              "(their intervals carry the spread); the flags are named beside the figures")
 
 # A verdict that rests on one process is one sample: two runs of one commit gave "The first epoch is
-# slower than the second" both ways (issue 53). Ranges decide only over two repeats or more a side.
+# slower than the second" both ways (issue 53). Intervals come from two processes or more a side.
 ONE_SAMPLE_RULE = "a side of one repeat decides nothing (one sample: not resolved)"
 
 
@@ -147,6 +151,24 @@ def faster_claim(tables, study, claim, workload, num, den, figure):
         return row(study, claim, NOT_MEASURED, criterion, f"no {num} and {den} runs at one point of {workload}")
     figures = "; ".join(f"{point_of(r)}: {figure_of(r)}" for _, r in rows.iterrows())
     return row(study, claim, by_intervals(rows), criterion, figures, figure, f"{workload}-ratios.csv")
+
+
+def sparse_faster(tables):
+    claim = "PyTorch's sparse embedding gradients train faster than dense ones"
+    criterion = ("holds if every interval of PyTorch's sparse / dense embedding gradients steady throughput (IMDB, "
+                 f"each point of the grid) lies above 1; does not hold if one lies below 1; {FLAG_RULE}")
+    ratios = tables.ratios("imdb")
+    rows = pd.DataFrame() if ratios is None or "pytorch" not in tables.frameworks else ratios[
+        (ratios["compared"] == "grad") & (ratios["framework"] == "pytorch") & (ratios["numerator"] == "sparse")
+        & (ratios["denominator"] == "dense")]
+    if rows.empty:
+        why = ("workload imdb or pytorch not configured (config workloads, frameworks)"
+               if ratios is None or "pytorch" not in tables.frameworks else
+               "PyTorch ran no sparse and dense point of IMDB (imdb.grads: [dense, sparse])")
+        return row(IMDB_STUDY, claim, NOT_MEASURED, criterion, why)
+    figures = "; ".join(f"{point_of(r, {'grad'})}: {figure_of(r)}" for _, r in rows.iterrows())
+    return row(IMDB_STUDY, claim, by_intervals(rows), criterion, f"sparse / dense steady throughput: {figures}",
+               "results/figures/imdb/sparse-speedup.png", "imdb-ratios.csv")
 
 
 def quicker_to_write(tables):
@@ -290,27 +312,47 @@ def tensorflow_scales_better(tables):
     return row(MNIST_STUDY, claim, verdict, criterion, figures, "results/figures/mnist/scale-up.png", "mnist-ratios.csv")
 
 
-def slow_first_epoch(tables):
-    claim = "The first epoch is slower than the second"
-    criterion = ("holds if, in every framework (its default mode, one device), every repeat that carries convergence "
-                 "segments (the first measurement.convergence_repeats) took longer in its first epoch than in its "
-                 "second; does not hold if in one framework every such repeat's first epoch was the shorter; "
-                 f"{ONE_SAMPLE_RULE}")
-    convergence = tables.read("mnist-convergence") if "mnist" in tables.workloads else None
-    if convergence is None or convergence.empty:
-        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "workload mnist not configured")
+def epoch_ratios(convergence):
+    """Each framework's first / second epoch time (its default mode, one device) over the processes
+    that trained the convergence epochs (mnist.convergence_repeats): the mean of the processes'
+    ratios with its 95% interval (dlbench.stats.interval, as for throughput: each process's ratio a
+    repeat of one unit, resampled over processes, Student's t; the frameworks lend each other their
+    spread between processes, dlbench.stats.variance_prior), the processes' range and count; none
+    from one process. None if the runs trained fewer than two epochs."""
     ok = rows_where(convergence[(convergence["status"] == "ok") & (convergence["devices"] == 1)], default_mode)
     ok = ok[ok["segment"].notna()]  # the repeats that carry segments: the later ones measure throughput only
     epochs = ok.pivot_table(index=["framework", "run_id"], columns="segment", values="wall_s")
     if 1 not in epochs or 2 not in epochs:
+        return None
+    per_process = (epochs[1] / epochs[2]).dropna()
+    samples = {framework: [np.array([value]) for value in group]
+               for framework, group in per_process.groupby(level="framework")}
+    prior = variance_prior(list(samples.values()))
+    rows = []
+    for framework, repeats in samples.items():
+        ratio, low, high = stats_interval([repeats], 0.95, 2000, 0, prior)
+        values = [r[0] for r in repeats]
+        rows.append({"framework": framework, "ratio": ratio, "ci_low": low, "ci_high": high, "min": min(values),
+                     "max": max(values), "repeats": len(values)})
+    return pd.DataFrame(rows, columns=["framework", "ratio", "ci_low", "ci_high", "min", "max", "repeats"])
+
+
+def slow_first_epoch(tables):
+    claim = "The first epoch is slower than the second"
+    criterion = ("holds if every framework's first / second epoch time interval (its default mode, one device; over "
+                 "the repeats that train the convergence epochs, each a cold process: mnist.convergence_repeats) lies "
+                 "above 1; does not hold if one lies below 1; "
+                 f"{ONE_SAMPLE_RULE}")
+    convergence = tables.read("mnist-convergence") if "mnist" in tables.workloads else None
+    if convergence is None or convergence.empty:
+        return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "workload mnist not configured")
+    ratios = epoch_ratios(convergence)
+    if ratios is None:
         return row(MNIST_STUDY, claim, NOT_MEASURED, criterion, "fewer than two convergence epochs (mnist.convergence_epochs)")
-    ratio = (epochs[1] / epochs[2]).groupby(level="framework").agg(["median", "min", "max", "size"])
-    sampled = ratio["size"] >= 2
-    verdict = (HOLDS if (ratio["min"] > 1).all() and sampled.all() else FAILS if ((ratio["max"] < 1) & sampled).any()
-               else NOT_RESOLVED)
-    figures = "; ".join(f"{f} {r['median']:.2f}x ({r['min']:.2f}-{r['max']:.2f}, {r['size']:.0f} "
-                        f"repeat{'s' if r['size'] != 1 else ''})" for f, r in ratio.iterrows())
-    return row(MNIST_STUDY, claim, verdict, criterion, f"first / second epoch time, median (range of the repeats with segments): {figures}",
+    figures = "; ".join(f"{r['framework']} {interval(r['ratio'], r['ci_low'], r['ci_high'])} ({r['repeats']:.0f} "
+                        + ("repeats" if r["repeats"] != 1 else "repeat: no interval") + ")" for _, r in ratios.iterrows())
+    return row(MNIST_STUDY, claim, by_intervals(ratios), criterion,
+               f"first / second epoch time, mean of the processes [95% interval]: {figures}",
                "results/figures/mnist/first-vs-second-epoch.png", "mnist-convergence.csv")
 
 
@@ -360,71 +402,83 @@ def graphs_faster(tables):
                "results/figures/mnist/modes.png", "mnist-ratios.csv")
 
 
-def memory_pairs(peaks, left, right):
-    """Peaks of `left` and `right` (functions of a peaks row: True for its side) at the same
-    workload, batch and framework-free point, side by side."""
-    return rows_where(peaks, left).merge(rows_where(peaks, right), on=["workload", "batch"], suffixes=("_a", "_b"))
-
-
 def rows_where(frame, test):
     """The rows for which test(row) is true (an empty frame keeps its columns)."""
     return frame[frame.apply(test, axis=1).astype(bool)] if len(frame) else frame
 
 
-def less_memory(pairs):
-    """HOLDS if side a peaked below b in every repeat at every point, FAILS if above at one; a point
-    with one repeat a side decides nothing (ONE_SAMPLE_RULE)."""
-    sampled = (pairs["repeats_a"] >= 2) & (pairs["repeats_b"] >= 2)
-    below = (pairs["peak_rss_max_mib_a"] < pairs["peak_rss_min_mib_b"]) & sampled
-    above = (pairs["peak_rss_min_mib_a"] > pairs["peak_rss_max_mib_b"]) & sampled
-    return FAILS if above.any() else HOLDS if below.all() else NOT_RESOLVED
-
+def memory_figure(r, num, den):
+    """'MXNet 396 / TensorFlow 737 MiB: 0.54x [0.50, 0.58] (3 / 3 processes)'."""
+    return (f"{num} {r['numerator_mib']:.0f} / {den} {r['denominator_mib']:.0f} MiB: "
+            f"{interval(r['ratio'], r['ci_low'], r['ci_high'])} ({r['repeats_numerator']:.0f} / "
+            f"{r['repeats_denominator']:.0f} processes)")
 
 
 def default_mode(r):
     return r["framework"] in FRAMEWORKS and r["mode"] == FRAMEWORKS[r["framework"]].default_mode
 
 
+def memory_ratios(tables):
+    """The memory pass's ratios of peaks with their intervals (memory-ratios.csv), or None."""
+    return tables.read("memory-ratios") if "memory" in tables.workloads else None
+
+
+def turned(rows, num):
+    """Ratios rows with `num` as the numerator (a row the other way round turned: 1 / ratio, its
+    bounds swapped, its sides' figures swapped)."""
+    found = []
+    for _, r in rows.iterrows():
+        r = r.to_dict()
+        if r["numerator"] != num:
+            r.update(numerator=r["denominator"], denominator=r["numerator"], ratio=1 / r["ratio"],
+                     ci_low=1 / r["ci_high"], ci_high=1 / r["ci_low"], numerator_mib=r["denominator_mib"],
+                     denominator_mib=r["numerator_mib"], repeats_numerator=r["repeats_denominator"],
+                     repeats_denominator=r["repeats_numerator"])
+        found.append(r)
+    return pd.DataFrame(found)
+
+
 def mxnet_less_memory(tables):
     claim = "MXNet uses less memory than TensorFlow"
-    criterion = ("holds if MXNet's training process peaked below TensorFlow's (resident memory, every repeat) at every "
-                 "point of the same model and batch, each in its default mode; does not hold if above at one; "
+    criterion = ("holds if every interval of MXNet / TensorFlow peak resident memory of the training process (the "
+                 "memory pass: the bootstrap over each side's processes, memory.repeats) lies below 1 at every point "
+                 "of the same model and batch, each in its default mode; does not hold if one lies above 1; "
                  f"{ONE_SAMPLE_RULE}")
-    peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
-    pairs = pd.DataFrame() if peaks is None else memory_pairs(
-        peaks, lambda r: r["framework"] == "mxnet" and default_mode(r),
-        lambda r: r["framework"] == "tensorflow" and default_mode(r))
-    if pairs.empty:
+    ratios = memory_ratios(tables)
+    rows = pd.DataFrame() if ratios is None else ratios[
+        (ratios["compared"] == "framework") & ratios["numerator"].isin(["mxnet", "tensorflow"])
+        & ratios["denominator"].isin(["mxnet", "tensorflow"])]
+    if rows.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass did not run MXNet and TensorFlow "
                                                            "(studies memory)")
-    figures = "; ".join(f"{r['workload']} batch {r['batch']}: MXNet {r['peak_rss_mib_a']:.0f} MiB, TensorFlow "
-                        f"{r['peak_rss_mib_b']:.0f} MiB" for _, r in pairs.iterrows())
-    return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
-               "memory-peaks.csv")
+    rows = turned(rows, "mxnet")
+    figures = "; ".join(f"{r['workload']} batch {plain(r['batch'])}: {memory_figure(r, 'MXNet', 'TensorFlow')}"
+                        for _, r in rows.iterrows())
+    return row(SURVEY, claim, by_intervals(rows, below=True), criterion, figures,
+               "results/figures/memory/peak-memory.png", "memory-ratios.csv")
 
 
 def graphs_less_memory(tables):
     claim = "Graphs (compiled modes) use less memory than imperative code"
-    criterion = ("holds if, in every framework with both kinds of mode, the compiled mode peaked below the eager one "
-                 "(every repeat) at every point; does not hold if above at one; "
+    criterion = ("holds if, in every framework with both kinds of mode, every interval of the compiled / eager mode's "
+                 "peak resident memory (the memory pass: the bootstrap over each side's processes, memory.repeats) "
+                 "lies below 1 at every point; does not hold if one lies above 1; "
                  f"{ONE_SAMPLE_RULE}")
-    peaks = tables.read("memory-peaks") if "memory" in tables.workloads else None
-    frames = []
-    for framework, spec in FRAMEWORKS.items():
-        kinds = dict(spec.modes)
-        if peaks is None or COMPILED not in kinds.values() or EAGER not in kinds.values():
-            continue
-        ours = peaks[peaks["framework"] == framework]
-        pairs = memory_pairs(ours, lambda r: kinds.get(r["mode"]) == COMPILED, lambda r: kinds.get(r["mode"]) == EAGER)
-        frames.append(pairs.assign(framework=framework))
-    pairs = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    if pairs.empty:
+    ratios = memory_ratios(tables)
+    found = []
+    for _, r in (pd.DataFrame() if ratios is None else ratios[ratios["compared"] == "mode"]).iterrows():
+        kinds = dict(FRAMEWORKS[r["framework"]].modes) if r["framework"] in FRAMEWORKS else {}
+        sides = {kinds.get(r["numerator"]): r["numerator"], kinds.get(r["denominator"]): r["denominator"]}
+        if set(sides) == {COMPILED, EAGER}:
+            found.append(turned(pd.DataFrame([r]), sides[COMPILED]))
+    rows = pd.concat(found, ignore_index=True) if found else pd.DataFrame()
+    if rows.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "the memory pass ran no framework in a compiled and an "
                                                            "eager mode (mnist.modes, studies memory)")
-    figures = "; ".join(f"{r['framework']} {r['mode_a']} {r['peak_rss_mib_a']:.0f} vs {r['mode_b']} "
-                        f"{r['peak_rss_mib_b']:.0f} MiB ({r['workload']} batch {r['batch']})" for _, r in pairs.iterrows())
-    return row(SURVEY, claim, less_memory(pairs), criterion, figures, "results/figures/memory/peak-memory.png",
-               "memory-peaks.csv")
+    figures = "; ".join(f"{r['framework']} ({r['workload']} batch {plain(r['batch'])}): "
+                        f"{memory_figure(r, r['numerator'], r['denominator'])}" for _, r in rows.iterrows())
+    return row(SURVEY, claim, by_intervals(rows, below=True), criterion, figures,
+               "results/figures/memory/peak-memory.png", "memory-ratios.csv")
 
 
 def tensorflow_core_devices(tables):
@@ -445,6 +499,7 @@ def replication(tables, synthetic):
     return pd.DataFrame([
         faster_claim(tables, IMDB_STUDY, "MXNet trains the LSTM faster than PyTorch", "imdb", "mxnet", "pytorch",
                      "results/figures/findings/ratios-imdb.png"),
+        sparse_faster(tables),
         quicker_to_write(tables),
         onnx_to_mxnet(tables),
         densenet_scales(tables),

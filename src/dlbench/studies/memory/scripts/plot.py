@@ -1,19 +1,31 @@
 """The memory pass's tables and figures: peak memory per framework, workload, mode and batch (the
-training process's ru_maxrss, and the process tree's sampled PSS), the memory a sample adds
-(the line between the smallest and largest batch), DenseNet-121's largest batch under the limit
-per framework and mode, and what the memory-saving modes save against the throughput their
-timed runs lose."""
+training process's ru_maxrss, and the process tree's sampled PSS) with the interval of its mean
+over the point's processes, the memory a sample adds (the line between the smallest and largest
+batch), the ratios of peaks with their intervals (frameworks side by side, each mode against its
+framework's default: the survey's memory claims read them), DenseNet-121's largest batch under
+the limit per framework and mode, and what the memory-saving modes save against the throughput
+their timed runs lose.
+
+A peak is one number per process: the process is the sample, as for throughput (dlbench.stats),
+so a point's interval and a ratio's come from the bootstrap over its processes (each run's peak a
+repeat of one unit: dlbench.stats.interval, Student's t, the points lending each other their
+spread between processes: dlbench.stats.variance_prior). One process a side has no interval."""
 import argparse
 import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from dlbench.frameworks import FRAMEWORKS
 from dlbench.plots import NOT_FRAMEWORK_PALETTE, REPEATS_RANGE, no_data, palette, save
+from dlbench.stats import NO_DIFFERENCE, ONE_SAMPLE, interval, variance_prior
 
 MIB = 2 ** 20
+CONFIDENCE, RESAMPLES = 0.95, 2000   # dlbench.stats' defaults, as for throughput
+LESS, MORE = "less memory", "more memory"   # a ratio's verdict: its interval below or above 1
 SAVING = {"pytorch": "checkpoint", "tensorflow": "recompute"}  # dlbench.frameworks.RECOMPUTING (report env)
 
 
@@ -34,18 +46,40 @@ def successful(runs):
     return ok
 
 
+KEYS = ["workload", "framework", "mode", "batch"]
+
+
+def samples(ok):
+    """{point (KEYS): its processes' peak RSS (MiB), each a repeat of one unit (dlbench.stats' shape)}."""
+    return {point: [np.array([value]) for value in group["rss"]]
+            for point, group in ok.groupby(KEYS, dropna=False, sort=False)}
+
+
+def prior(points):
+    """What the points say together of the spread between processes (dlbench.stats.variance_prior)."""
+    return variance_prior(list(points.values()))
+
+
 def peaks(runs):
-    """One row per point: the median over repeats of each run's peak RSS and PSS (MiB), their range."""
+    """One row per point: the median over repeats of each run's peak RSS and PSS (MiB), their range,
+    and the mean peak RSS with its interval over the point's processes (none from one process)."""
     ok = successful(runs)
     columns = ["workload", "framework", "mode", "batch", "repeats", "peak_rss_mib", "peak_rss_min_mib",
-               "peak_rss_max_mib", "peak_pss_mib", "parameters", "mib_per_sample"]
+               "peak_rss_max_mib", "peak_rss_mean_mib", "peak_rss_ci_low_mib", "peak_rss_ci_high_mib", "peak_pss_mib",
+               "parameters", "mib_per_sample"]
     if ok.empty:
         return pd.DataFrame(columns=columns)
-    keys = ["workload", "framework", "mode", "batch"]
+    keys = KEYS
     table = ok.groupby(keys, dropna=False).agg(
         repeats=("rss", "size"), peak_rss_mib=("rss", "median"), peak_rss_min_mib=("rss", "min"),
         peak_rss_max_mib=("rss", "max"), peak_pss_mib=("pss", "median"), parameters=("parameters", "first"),
     ).reset_index()
+    points = samples(ok)
+    spread = prior(points)
+    bounds = {point: interval([repeats], CONFIDENCE, RESAMPLES, 0, spread) for point, repeats in points.items()}
+    found = [bounds[next(p for p in points if all(_same(a, b) for a, b in zip(p, r)))]
+             for r in table[keys].itertuples(index=False)]
+    table["peak_rss_mean_mib"], table["peak_rss_ci_low_mib"], table["peak_rss_ci_high_mib"] = zip(*found)
 
     def per_sample(group):  # the line between the smallest and the largest batch measured
         first, last = group.iloc[0], group.iloc[-1]
@@ -57,6 +91,66 @@ def peaks(runs):
     table["mib_per_sample"] = table.groupby(keys[:3], dropna=False, group_keys=False)[["batch", "peak_rss_mib"]] \
         .apply(per_sample)
     return table[columns]
+
+
+def _same(a, b):
+    return (pd.isna(a) and pd.isna(b)) or a == b
+
+
+def default_mode(framework, mode):
+    """The framework's default mode, or the point has none (a workload without modes)."""
+    return pd.isna(mode) or framework not in FRAMEWORKS or mode == FRAMEWORKS[framework].default_mode
+
+
+def memory_verdict(low, high):
+    """A ratio of peaks: less or more memory only when the whole interval says so."""
+    if pd.isna(low) or pd.isna(high):
+        return ONE_SAMPLE
+    return LESS if high < 1 else MORE if low > 1 else NO_DIFFERENCE
+
+
+RATIO_COLUMNS = ["workload", "comparison", "compared", "numerator", "denominator", "framework", "mode", "batch",
+                 "numerator_mib", "denominator_mib", "repeats_numerator", "repeats_denominator", "ratio", "ci_low",
+                 "ci_high", "verdict"]
+
+
+def ratios(runs):
+    """The ratios of peak RSS (numerator / denominator: below 1, the numerator needs less), each with
+    its interval over both sides' processes (dlbench.stats.interval, the sides resampled
+    independently) and a verdict: every pair of frameworks at the same workload and batch, each in its
+    default mode (the later framework of dlbench.frameworks' order over the earlier), and within a
+    framework each other mode over its default one. What a row compares is data beside its text, as in
+    the throughput ratios: compared (framework or mode), numerator, denominator."""
+    ok = successful(runs)
+    if ok.empty:
+        return pd.DataFrame(columns=RATIO_COLUMNS)
+    points = samples(ok)
+    spread = prior(points)
+    order = {name: i for i, name in enumerate(FRAMEWORKS)}
+    rows = []
+
+    def add(num, den, compared, numerator, denominator, framework, mode, comparison):
+        ratio, low, high = interval([points[num], points[den]], CONFIDENCE, RESAMPLES, 0, spread)
+        rows.append({"workload": num[0], "comparison": comparison, "compared": compared, "numerator": numerator,
+                     "denominator": denominator, "framework": framework, "mode": mode, "batch": num[3],
+                     "numerator_mib": float(np.mean([r.mean() for r in points[num]])),
+                     "denominator_mib": float(np.mean([r.mean() for r in points[den]])),
+                     "repeats_numerator": len(points[num]), "repeats_denominator": len(points[den]),
+                     "ratio": ratio, "ci_low": low, "ci_high": high, "verdict": memory_verdict(low, high)})
+
+    defaults = sorted((p for p in points if default_mode(p[1], p[2])), key=lambda p: (p[0], p[3], order.get(p[1], 99)))
+    for i, den in enumerate(defaults):
+        for num in defaults[i + 1:]:
+            if (num[0], num[3]) == (den[0], den[3]) and num[1] != den[1]:
+                add(num, den, "framework", num[1], den[1], "", np.nan,
+                    f"{num[1]} ({num[2]}) / {den[1]} ({den[2]})" if not pd.isna(num[2]) else f"{num[1]} / {den[1]}")
+    for num in points:
+        if default_mode(num[1], num[2]):
+            continue
+        for den in defaults:
+            if (den[0], den[1], den[3]) == (num[0], num[1], num[3]):
+                add(num, den, "mode", num[2], den[2], num[1], np.nan, f"{num[2]} / {den[2]}")
+    return pd.DataFrame(rows, columns=RATIO_COLUMNS)
 
 
 def largest(summaries):
@@ -122,6 +216,7 @@ def main():
     parser.add_argument("--peaks", required=True, type=Path)
     parser.add_argument("--largest", required=True, type=Path)
     parser.add_argument("--saving", required=True, type=Path)
+    parser.add_argument("--ratios", type=Path, help="the ratios of peaks with their intervals (memory-ratios.csv)")
     args = parser.parse_args()
     args.outdir.mkdir(parents=True, exist_ok=True)
     runs = [frame for frame in map(pd.read_csv, args.runs) if len(frame)]
@@ -131,6 +226,8 @@ def main():
     timed = pd.concat(map(pd.read_csv, args.timed), ignore_index=True) if args.timed else pd.DataFrame()
     peak_table.to_csv(args.peaks, index=False)
     largest_table.to_csv(args.largest, index=False)
+    if args.ratios:
+        ratios(runs).to_csv(args.ratios, index=False)
     saving(peak_table, largest_table, timed, args.searched).to_csv(args.saving, index=False)
 
     if peak_table.empty:
