@@ -230,13 +230,13 @@ def test_a_full_results_disk_is_warned_of_before_the_first_job_and_named_on_the_
         proc = snakemake("results/tables/toy-runs.csv", *run, cwd=workflow, check=False)
         err = proc.stderr
         assert proc.returncode != 0, err[-3000:]
-        warning = re.search(rf"dlbench room: results/ is on a file system \({results}\) with \d+ (bytes|KiB) "
+        warning = re.search(rf"dlbench room: results/ is on a file system \({results}\) with [\d.]+ (bytes|KiB) "
                             r"free, less than this invocation is planned to write \(about .* in \d+ files\)", err)
         assert warning and warning.start() < err.index("dlbench runs:"), err[-3000:]
         assert "dlbench runs: 1 ok, 0 not applicable, 0 failed" in err, err[-3000:]
         assert re.search(r"dlbench jobs: 1 failed\n  failed, (no space left on device|probably for want of space "
                          r"\(its log is empty\)): aggregate run_set=toy: results/tables/toy-[a-z-]+\.csv; "
-                         rf"its file system \({results}\) has \d+ (bytes|KiB) free "
+                         rf"its file system \({results}\) has [\d.]+ (bytes|KiB) free "
                          r"\(log: results/logs/report/aggregate-toy\.log\)", err), err[-3000:]
         assert not list((results / "tables").glob("toy-*")), "a cut table was left behind"
         (results / "filler").unlink()
