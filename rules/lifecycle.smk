@@ -5,7 +5,7 @@ import time
 
 import psutil
 
-from dlbench import estimate as estimates
+from dlbench import disk, estimate as estimates
 from dlbench.machine import cpu_model, gpus as machine_gpus
 
 STARTED = {}      # this invocation's start and its estimate (onstart), for the end line
@@ -63,6 +63,7 @@ def stop_jobs_on_sigterm():
 
     def stop(signum, frame):
         print(f"{signal.Signals(signum).name}: stopping the running jobs; finished records are kept", file=sys.stderr)
+        STARTED["stopped"] = signal.Signals(signum).name  # the end line: the jobs it ends were stopped
         for child in psutil.Process().children(recursive=True):
             try:
                 child.terminate()
@@ -80,12 +81,15 @@ def start():
     outputs = [str(f) for job in workflow.dag.needrun_jobs() if job.rule.name in estimates.RUN_RULES for f in job.output]
     NO_RECORDS.update({path: why for path in outputs if (why := record_error(path))})
     found, lines = planned_estimate(workflow.dag.needrun_jobs())
-    STARTED.update(at=time.monotonic(), seconds=found.seconds if found.measured or found.analogous else None)
+    STARTED.update(at=time.monotonic(), seconds=found.seconds if found.measured or found.analogous else None,
+                   oom_kills=disk.oom_kills())
     if STARTED["seconds"] is not None:
         estimates.save(found)  # the console's time left (plugins/logger)
     else:
         Path(estimates.STATE).unlink(missing_ok=True)
     print("\n".join(lines), file=sys.stderr)
+    if room := disk.room_warning("results", disk.planned_bytes(disk.job_paths(workflow.dag.needrun_jobs()), "results")):
+        print(room, file=sys.stderr)  # the results' file system has less room than the jobs will write
     stop_jobs_on_sigterm()
 
 
@@ -113,6 +117,9 @@ def report_runs(fail):
         lines.append(f"  no record: {errors[path]}")
     if failed or damaged:
         lines.append("  the next invocation runs these runs again")
+    # the jobs Snakemake saw fail, with why: want of space (path, free space), memory, a permission
+    lines.extend(disk.failed_job_lines(getattr(workflow.scheduler, "failed", None) or (), STARTED.get("oom_kills"),
+                                       STARTED.get("stopped")))
     if config["variants"] and Path("results/tables/ab.csv").exists():
         lines.append(ab_line(Path("results/tables/ab.csv")))
     if STARTED:
