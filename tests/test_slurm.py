@@ -2,13 +2,18 @@
 Debian's slurm-wlm and munge), srun placing a run's node processes, and the smoke preset's
 MNIST runs whose placement SLURM decides (every strategy that spans nodes on 2 nodes, and one run
 of one node) submitted through `--workflow-profile profiles/slurm`: every job a SLURM job,
-every record valid and naming the SLURM nodes it ran on (both nodes for the 2-node runs). The
-daemons are stopped when the module ends."""
+every record valid and naming the SLURM nodes it ran on (both nodes for the 2-node runs); and jobs
+that SLURM ends mid-training (scancel, a time limit): not run, SLURM's reason in the run's log and on
+the end line, the other job finished, and the next invocation runs exactly those. The daemons are
+stopped when the module ends."""
 import json
+import os
 import re
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -131,3 +136,133 @@ def test_the_runs_spanning_nodes_run_as_slurm_jobs_with_valid_records_naming_the
     assert all([n["hostname"] for n in r["nodes"]] == list(NODES) for r in two)  # one process on each node
     (one,) = [r for r in records if r["spec"]["nodes"] == 1]
     assert len(one["nodes"]) == 1
+
+
+# A job that SLURM ends mid-training (docs/clusters.md, "A job SLURM ends"): one cancelled with
+# scancel, then the same run past its time limit (`runtime` 1 minute: SLURM's TIMEOUT about a
+# minute into the job, slurmctld checking limits every 30 s), each with a run that finishes. LONG
+# trains the large model on all 60,000 digits (937 steps: minutes), SHORT is ONE_NODE (seconds).
+LONG = RECORD.replace("model~small", "model~large").format("pytorch", 1, 1, "none", "eager")
+LONG_CONFIG = "workloads: [mnist]\nstudies: []\nmnist:\n  models: [small, large]\n  train_images: {small: 1024, large: 60000}\n"
+# --set-resources replaces the profile's set-resources: its --exclusive again
+ONE_MINUTE = ("--set-resources", "train:slurm_extra='--exclusive'", "train:runtime=1")
+
+
+def running_job(env, record):
+    """The SLURM job id of the record's running training job (the plugin's comment names its wildcards), or None."""
+    out = subprocess.run(["scontrol", "-o", "show", "job"], env=env, capture_output=True, text=True).stdout
+    run = Path(record).stem
+    for line in out.splitlines():
+        fields = dict(re.findall(r"(?:^|\s)(\w+)=(\S*)", line))
+        if fields.get("JobState") == "RUNNING" and fields.get("Comment", "").startswith("rule_train_") \
+                and fields["Comment"].endswith(run):
+            return fields["JobId"]
+    return None
+
+
+def training_started(root, record):
+    """Whether the harness of the record's run has started its training process (its spec in the run's folder)."""
+    for spec in (root / record).parent.glob(".dlbench-*/spec.json"):
+        try:
+            if json.loads(spec.read_text())["run_id"] == Path(record).stem:
+                return True
+        except (OSError, ValueError):
+            pass  # being written, or its folder just went
+    return False
+
+
+def training_processes(root):
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        if "dlbench.protocol" in (proc.info["cmdline"] or []) and proc.info["cwd"] == str(root):
+            found.append(proc.pid)
+    return found
+
+
+def run_and_cancel(root, env, *args):
+    """Start Snakemake (SLURM's profile), scancel LONG's job once it trains; (the finished process, the job id,
+    when it was cancelled)."""
+    import time
+
+    command = [sys.executable, "-m", "snakemake", *args]
+    proc = subprocess.Popen(command, cwd=root, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    job, deadline = None, time.monotonic() + 480
+    try:
+        while job is None and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1)
+            if training_started(root, LONG):
+                job = running_job(env, LONG)
+        assert job is not None, "LONG's training never started"
+        time.sleep(10)  # well into its 937 steps
+        cancelled_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        subprocess.run(["scancel", job], env=env, check=True)
+        out, err = proc.communicate(timeout=480)
+    finally:
+        if proc.poll() is None:  # the test failed: Snakemake cancels its jobs on SIGTERM (the plugin's scancel)
+            proc.terminate()
+            try:
+                proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            subprocess.run(["scancel", "--user", str(os.getuid())], env=env)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err), job, cancelled_at
+
+
+@pytest.fixture(scope="module")
+def stopped_runs(cluster, tmp_path_factory):
+    """Three invocations in one copy: LONG cancelled, then SHORT; the same targets with a time limit of
+    a minute (only LONG runs again, and times out); a dry run. What each left, as it left it."""
+    from dlbench.scheduler import log_path, stopped_in_log
+
+    root = copy_workflow(tmp_path_factory.mktemp("slurm-stopped"))
+    (root / "long.yaml").write_text(LONG_CONFIG)
+    found = SimpleNamespace(root=root)
+    # one job at a time, LONG first: SHORT's job is submitted once LONG's has been cancelled
+    found.cancelled, found.cancelled_job, found.cancelled_at = run_and_cancel(
+        root, {**cluster}, LONG, ONE_NODE, "--jobs", "1", "--prioritize", LONG, *SLURM, "long.yaml")
+    found.cancelled_why = stopped_in_log(root / log_path(LONG))  # before the next attempt writes the log again
+    found.cancelled_record = (root / LONG).exists()
+    found.cancelled_processes = training_processes(root)
+    found.short_record = (root / ONE_NODE).read_text() if (root / ONE_NODE).exists() else None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SLURM_CONF", cluster["SLURM_CONF"])
+        found.timed_out = snakemake(LONG, ONE_NODE, *ONE_MINUTE, *SLURM, "long.yaml", cwd=root, check=False)
+        found.timed_out_why = stopped_in_log(root / log_path(LONG))
+        found.dry = snakemake("-n", LONG, ONE_NODE, *SLURM, "long.yaml", cwd=root, check=False)
+    return found
+
+
+def test_a_cancelled_job_is_not_run_with_slurms_reason_and_the_other_job_goes_on(stopped_runs):
+    run, job, why = stopped_runs.cancelled, stopped_runs.cancelled_job, stopped_runs.cancelled_why
+    # the plugin's word: a failed job, SLURM's state (with squeue as its status command, no reason)
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in run.stderr, run.stderr[-6000:]
+    assert not stopped_runs.cancelled_record  # no record: the next invocation runs it again
+    # the harness's last line in the run's log, and the end line, name SLURM's reason
+    assert why and why.startswith(f"stopped by SLURM: job {job} CANCELLED: cancelled (scancel"), why
+    assert f"  not run: {LONG}: {why}\n" in run.stderr, run.stderr[-3000:]
+    assert run.returncode != 0  # a job failed: the invocation says so
+    assert stopped_runs.short_record is not None  # the other job went on, after the cancel, and finished
+    (short,) = load_records([stopped_runs.root / ONE_NODE])
+    assert short["status"] == "ok" and short["started_at"] > stopped_runs.cancelled_at
+    assert not stopped_runs.cancelled_processes  # nothing of the cancelled training outlives it
+
+
+def test_the_next_invocation_reruns_exactly_the_stopped_run_and_a_time_limit_says_timeout(stopped_runs):
+    root, run, why = stopped_runs.root, stopped_runs.timed_out, stopped_runs.timed_out_why
+    # the plugin's SLURM log of each job it submits: rule_<rule>/<its wildcards' values joined by _>/<job id>.log
+    trained = re.findall(r"has been submitted with SLURM jobid \d+ \(log: \S*/rule_train/(\S+)/\d+\.log\)", run.stderr)
+    assert trained == ["mnist_pytorch_" + Path(LONG).stem], trained  # exactly the cancelled run
+    # the finished one is kept as it was
+    assert (root / ONE_NODE).read_text() == stopped_runs.short_record
+    timed_out = re.findall(r"SLURM-job '(\d+)' failed, SLURM status is: 'TIMEOUT'", run.stderr)
+    assert len(timed_out) == 1, run.stderr[-6000:]
+    (job,) = timed_out
+    assert not (root / LONG).exists()
+    assert why and why.startswith(f"stopped by SLURM: job {job} TIMEOUT: its time limit (00:01:00"), why
+    assert f"  not run: {LONG}: {why}\n" in run.stderr, run.stderr[-3000:]
+    # and the next invocation would run it again, and nothing else
+    assert stopped_runs.dry.returncode == 0, stopped_runs.dry.stderr[-4000:]
+    assert list(job_resources(stopped_runs.dry.stdout)) == [LONG]

@@ -11,10 +11,11 @@ every framework.
 Nothing outlives the run: the training runs in a process group of its own, which is killed
 when the harness exits or is stopped (SIGTERM, SIGINT, SIGHUP); the harness ends when the
 process that started it (Snakemake) ends, and the training when the harness does, even by
-kill -9. With --lock PATH, the harness holds an exclusive lock on PATH-<host>.lock for the
-whole training, so training runs never overlap on one machine, even across Snakemake
-invocations (and runs on other nodes of a cluster do not wait); the record is written under
-the lock.
+kill -9. Stopped inside a SLURM job that SLURM ends (scancel, its time limit), its last line
+says SLURM's reason (dlbench.scheduler). With --lock PATH, the harness holds an exclusive lock
+on PATH-<host>.lock for the whole training, so training runs never overlap on one machine, even
+across Snakemake invocations (and runs on other nodes of a cluster do not wait); the record is
+written under the lock.
 """
 import argparse
 import collections
@@ -39,6 +40,7 @@ from dlbench.clock import now
 from dlbench.monitor import UtilisationSampler
 from dlbench.processes import STARTED, TEMPORARY_PREFIX, die_with_parent, kill_cause, kill_group, oom_kills
 from dlbench.record import make_record, write_json
+from dlbench.scheduler import slurm_stop, stop_line
 from dlbench.specs import spec_from_dict
 
 
@@ -156,6 +158,11 @@ def main():
                              args.attempt)
         write_json(args.out, record)
     except Stopped as signal_name:
+        # Inside a SLURM job whose end SLURM has decided (scancel, its time limit): SLURM's reason,
+        # in the log that the end line reads (dlbench.scheduler); no record either way
+        why = slurm_stop()
+        if why:
+            raise SystemExit(stop_line(spec["run_id"], why, signal_name))
         raise SystemExit(f"{spec['run_id']}: stopped by {signal_name}; the training was killed, no record written")
     if lock is not None:
         lock.close()
