@@ -7,6 +7,7 @@ import psutil
 
 from dlbench import disk, estimate as estimates
 from dlbench.machine import cpu_model, gpus as machine_gpus
+from dlbench.scheduler import stop_lines
 
 STARTED = {}      # this invocation's start and its estimate (onstart), for the end line
 NO_RECORDS = {}   # the planned files that were no record when this invocation started: path -> why
@@ -115,7 +116,9 @@ def report_runs(fail):
             lines.append(f"  run again, its file was no record: {error}")
     for path in damaged:
         lines.append(f"  no record: {errors[path]}")
-    if failed or damaged:
+    stopped = stop_lines([path for path, status in statuses.items() if status is None])  # SLURM ended their jobs
+    lines += stopped
+    if failed or damaged or stopped:
         lines.append("  the next invocation runs these runs again")
     # the jobs Snakemake saw fail, with why: want of space (path, free space), memory, a permission
     lines.extend(disk.failed_job_lines(getattr(workflow.scheduler, "failed", None) or (), STARTED.get("oom_kills"),
