@@ -47,7 +47,7 @@ LIBRARY_RUNS = {"chestxray-preprocess": 3 * 2, "chestxray-decode": 3 * 2 * 2}
 ONNX_RUNS = {"onnx": 3 * 3}
 # The matrix product of each framework but Keras' (its backend's), at one size, in each precision the
 # workloads train in (float32, and chestxray's mixed-bfloat16: matmul.precisions auto).
-MATMUL_RUNS = {"matmul": len([name for name, framework in KNOWN.items() if not framework.engine])}
+MATMUL_RUNS = {"matmul": 2 * len([name for name, framework in KNOWN.items() if not framework.engine])}
 RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.items()}, **LIBRARY_RUNS, **ONNX_RUNS,
         **MATMUL_RUNS}
 # the images prepared once per library and format; each model exported once
@@ -323,7 +323,7 @@ def test_nothing_changed_reruns_nothing(finished):
 
 @pytest.mark.slow
 def test_the_whole_run_moved_to_another_folder_reruns_nothing_and_reports(finished):
-    """Every rule's inputs name the workflow's files relatively (the Snakefile's workflow_path);
+    """Every rule's inputs name the workflow's files relatively (dlbench.files.workflow_path);
     the report's captions are still found (Snakemake reads them from the rule file's folder)."""
     moved = finished.with_name(finished.name + "-moved")
     finished.rename(moved)
