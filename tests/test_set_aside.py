@@ -188,6 +188,13 @@ def test_a_busy_core_beside_one_repeat_costs_its_point_no_verdict_and_makes_no_f
     add_toy_workload(workflow)
     (workflow / "planted.yaml").write_text(PLANTED)
     snakemake("--cores", "2", *RUN, cwd=workflow)  # without the load
+    reference = pd.read_csv(workflow / "results/tables/toy-units.csv")
+    reference = reference[reference["kind"] == "steady"]
+    if reference["contended"].any():  # e.g. another test worker training beside it: nothing to calibrate against
+        busy = reference["other_cpu_s"] / reference["wall_s"]
+        pytest.skip(f"the machine was not quiet without the planted load: other processes took {busy.median():.2f} "
+                    f"cores (median) beside the toy's steady units, {int(reference['contended'].sum())} of "
+                    f"{len(reference)} contended; run this test alone (pytest -n 0 -m slow tests/test_set_aside.py)")
     verdict, contended, ratio = ratio_at_batch_32(workflow)
     assert not contended and verdict in ("faster", "slower"), (verdict, ratio)
 
