@@ -215,16 +215,20 @@ def test_a_busy_core_beside_one_repeat_costs_its_point_no_verdict_and_makes_no_f
     loaded = json.loads(record.read_text())
     units = units_table([loaded], 0.0, 0.5)
     steady = units[units["kind"] == "steady"]
-    assert loaded["plan"]["contended_reruns"] == 1 and steady["contended"].all(), \
+    # the load was seen: a unit timed beside it was contended (and timed again in the process)
+    assert (units["kind"] == "contended").any() or steady["contended"].any(), \
         units[["kind", "wall_s", "other_cpu_s"]].to_string()
-    # set aside and measured again as a new process (round 4), the point deciding from its clean repeats
-    round_4 = json.loads((workflow / "results/repeats/round-4.json").read_text())
-    assert "results/runs/toy/pytorch/batch~32_repeat~4.json" in round_4["records"]
-    assert next(p for p in round_4["points"] if p["subject"] == "pytorch")["set_aside"] == [2]
     points = pd.read_csv(workflow / "results/tables/toy-points.csv")
     pytorch = points[points["framework"] == "pytorch"].iloc[0]
-    assert "2" in str(pytorch["set_aside"]).split(" (")[0].split(", ") and not pytorch["contended"]
-    assert pytorch["repeats"] >= 3
+    if steady["contended"].any():
+        # still contended after its reruns: set aside and measured again as a new process (round 4), the
+        # point deciding from its clean repeats
+        round_4 = json.loads((workflow / "results/repeats/round-4.json").read_text())
+        assert "results/runs/toy/pytorch/batch~32_repeat~4.json" in round_4["records"]
+        assert next(p for p in round_4["points"] if p["subject"] == "pytorch")["set_aside"] == [2]
+        assert "2" in str(pytorch["set_aside"]).split(" (")[0].split(", ")
+    # (else its reruns in the process were clean: the repeat counts, as any clean one)
+    assert not pytorch["contended"] and pytorch["repeats"] >= 3
     # the same verdict as without the load: none lost, none made
     again, contended, ratio_again = ratio_at_batch_32(workflow)
     assert (again, contended) == (verdict, False), (ratio, ratio_again)
