@@ -7,7 +7,7 @@ import psutil
 
 from dlbench import disk, estimate as estimates
 from dlbench.machine import cpu_model, gpus as machine_gpus
-from dlbench.scheduler import stop_lines
+from dlbench.scheduler import log_path, stop_lines
 
 STARTED = {}      # this invocation's start and its estimate (onstart), for the end line
 NO_RECORDS = {}   # the planned files that were no record when this invocation started: path -> why
@@ -79,9 +79,10 @@ def stop_jobs_on_sigterm():
 
 def start():
     check_venvs()
-    outputs = [str(f) for job in workflow.dag.needrun_jobs() if job.rule.name in estimates.RUN_RULES for f in job.output]
+    jobs = list(workflow.dag.needrun_jobs())
+    outputs = [str(f) for job in jobs if job.rule.name in estimates.RUN_RULES for f in job.output]
     NO_RECORDS.update({path: why for path in outputs if (why := record_error(path))})
-    found, lines = planned_estimate(workflow.dag.needrun_jobs())
+    found, lines = planned_estimate(jobs)
     STARTED.update(at=time.monotonic(), seconds=found.seconds if found.measured or found.analogous else None,
                    oom_kills=disk.oom_kills())
     if STARTED["seconds"] is not None:
@@ -89,7 +90,7 @@ def start():
     else:
         Path(estimates.STATE).unlink(missing_ok=True)
     print("\n".join(lines), file=sys.stderr)
-    if room := disk.room_warning("results", disk.planned_bytes(disk.job_paths(workflow.dag.needrun_jobs()), "results")):
+    if room := disk.room_warning("results", disk.planned_bytes(disk.job_paths(jobs), "results")):
         print(room, file=sys.stderr)  # the results' file system has less room than the jobs will write
     stop_jobs_on_sigterm()
 
@@ -109,8 +110,8 @@ def report_runs(fail):
     lines = ["dlbench runs: " + ", ".join(f"{n} {label}" for label, n in counts.items()
                                            if n or label not in ("not run", "no record (damaged)"))]
     for path in failed:
-        log = path.replace("results/runs/", "results/logs/runs/", 1).removesuffix(".json") + ".log"
-        lines.append(f"  failed: {path} (log: {log if Path(log).exists() else 'the record says why'})")
+        log = log_path(path)
+        lines.append(f"  failed: {path} (log: {log if log.exists() else 'the record says why'})")
     for path, error in NO_RECORDS.items():
         if path not in damaged:
             lines.append(f"  run again, its file was no record: {error}")

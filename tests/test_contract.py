@@ -278,6 +278,21 @@ class OwnLoopFramework(Methods, Task, OwnLoop):
 """)
 
 
+# What a framework class of the protocol's own loop defines (Steps)
+STEPS_BODY = """    def build_model(self):
+        self.model = None
+
+    def build_training(self):
+        pass
+
+    def batches(self, order, epochs):
+        return iter(order)
+
+    def train_step(self, batch):
+        return None
+"""
+
+
 @pytest.mark.parametrize("name, bases, problem", [
     ("contract_first", "Steps, Methods, Task", "lists its contract last among its bases"),
     ("two_contracts", "Methods, Task, Steps, OwnLoop", "one of them, not both"),
@@ -287,18 +302,7 @@ def test_a_framework_class_declares_one_contract_after_its_task(import_from, nam
         import_from(name, TASK + f"""
 
 class Misdeclared({bases}):
-    def build_model(self):
-        self.model = None
-
-    def build_training(self):
-        pass
-
-    def batches(self, order, epochs):
-        return iter(order)
-
-    def train_step(self, batch):
-        return None
-
+""" + STEPS_BODY + """
     def fit(self, clock):
         pass
 """)
@@ -308,18 +312,7 @@ def test_a_complete_framework_module_loads_and_its_optional_methods_are_the_cont
     module = import_from("complete_framework", TASK + """
 
 class CompleteFramework(Methods, Task, Steps):
-    def build_model(self):
-        self.model = None
-
-    def build_training(self):
-        pass
-
-    def batches(self, order, epochs):
-        return iter(order)
-
-    def train_step(self, batch):
-        return None
-
+""" + STEPS_BODY + """
 
 WORKLOAD = CompleteFramework
 """)

@@ -149,8 +149,6 @@ def load_config(*paths):
     """Config files merged as Snakemake merges --configfile (later keys win, recursively),
     validated against the schema (which fills the defaults) and checked. For code that
     runs outside the workflow (benchmarks, tests); it needs the driver's snakemake."""
-    from pathlib import Path
-
     import yaml
     from snakemake.utils import validate
 
@@ -183,9 +181,6 @@ def check_yaml(path):
 def main():
     """python -m dlbench.config FILE...: check config files as the workflow would read them
     (config.yaml, then each FILE, as --configfile FILE...), naming the file, line or key."""
-    import sys
-    from pathlib import Path
-
     files = [Path(__file__).resolve().parents[2] / "config.yaml", *sys.argv[1:]]
     try:
         for path in files:

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dlbench.files import log_tail
 from dlbench.processes import oom_kills
 
 # errno -> (what the line says, the errno's name)
@@ -174,16 +175,6 @@ def job_view(job):
     return FailedJob(f"{job.rule.name} {wildcards}".strip(), tuple(map(str, job.log)), tuple(map(str, job.output)))
 
 
-def log_tail(path):
-    """The last TAIL bytes of a log as text; '' for a missing or unreadable one."""
-    try:
-        with open(path, "rb") as log:
-            log.seek(max(0, os.fstat(log.fileno()).st_size - TAIL))
-            return log.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def cause_in(text):
     """(cause, path or None) from a log's text: run_main's line, else the last error it names."""
     for line in reversed(text.splitlines()):
@@ -209,7 +200,7 @@ def failed_job_line(job, oom=0, stopped=None):
     log_words = f"log: {', '.join(logs)}" if logs else "no log"
     found = None
     for log in logs:
-        found = cause_in(log_tail(log)) or found
+        found = cause_in(log_tail(log, TAIL)) or found
     where = next(iter(job.outputs), None) or next(iter(logs), None)
     if found:
         cause, path = found

@@ -15,6 +15,16 @@ def workflow_path(path):
     return Path(os.path.relpath(path))
 
 
+def log_tail(path, size=64 * 1024):
+    """The last `size` bytes of a log as text; '' for a missing or unreadable one."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(max(0, os.fstat(log.fileno()).st_size - size))
+            return log.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def file_sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:

@@ -122,10 +122,6 @@ class Plan:
     def run(self, run_set, subject, run):
         return self.runs[record_path(run_set, subject, run)]
 
-    def subjects(self, run_set=None):
-        """What a run set compares (every run set's, without one), in the config's order."""
-        return list(dict.fromkeys(r.turn for r in self.runs.values() if run_set in (None, r.run_set)))
-
     def folders(self):
         """Every run set's record folders (frameworks, libraries): the wildcard `subject`."""
         return sorted({r.subject for r in self.runs.values()})

@@ -21,6 +21,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from dlbench.files import log_tail
+
 STOPPED = "stopped by SLURM"
 # SLURM's base job states of a job it ended (squeue's and scontrol's JobState), and what they say
 ENDED = {
@@ -87,18 +89,9 @@ def log_path(record):
     return Path(str(record).replace("results/runs/", "results/logs/runs/", 1)).with_suffix(".log")
 
 
-def _tail(path):
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
 def stopped_in_log(log):
     """SLURM's reason from the harness's stop line in a run's log; None where it has none."""
-    found = re.findall(rf"^\S+: ({re.escape(STOPPED)}: .*?); SIG\w+ to the harness;", _tail(log), re.M)
+    found = re.findall(rf"^\S+: ({re.escape(STOPPED)}: .*?); SIG\w+ to the harness;", log_tail(log, LOG_TAIL_BYTES), re.M)
     return found[-1] if found else None
 
 
@@ -125,7 +118,7 @@ def stopped_in_slurm_log(record, log):
     newest = jobs[-1]
     if Path(log).exists() and Path(log).stat().st_mtime > newest.stat().st_mtime + 1:
         return None  # a later attempt ran (locally, or it wrote its log after the job's last word)
-    found = SLURMSTEPD.findall(_tail(newest))
+    found = SLURMSTEPD.findall(log_tail(newest, LOG_TAIL_BYTES))
     if not found:
         return None
     job, node, at, due = found[-1]
