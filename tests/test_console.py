@@ -67,6 +67,9 @@ def test_the_smoke_run_s_console_is_a_line_per_job_and_the_detail_stays_in_the_l
     job_lines = [line for line in lines if re.match(r"\d\d:\d\d:\d\d \[\d+/\d+\] ", line)]
     assert len(lines) <= len(job_lines) + 150, len(lines)
     assert re.search(r"^dlbench runs: \d+ ok", console, re.M)
+    # the time it took beside its estimate (README, Presets; docs/estimate.md), before the first job the plan
+    assert re.search(r"^dlbench time: [\d.]+ min \((estimated [\d.]+ min|no estimate)\)$", console, re.M)
+    assert re.search(r"^dlbench plan: \d+ runs to run \(", console, re.M)
     assert "dlbench report: snakemake --report results/report.html" in console
 
 
