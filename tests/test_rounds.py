@@ -87,6 +87,29 @@ def test_the_points_table_says_why_each_point_stopped():
     assert by[("pytorch", 32)] == "max_repeats" and by[("tensorflow", 64)] == "resolved"
 
 
+def library_record(library, repeat, rates):
+    """A record of a run set of no framework (as ChestX-ray's image libraries): its framework None."""
+    run_id = f"library~{library}_format~jpeg_repeat~{repeat}"
+    units = [{"kind": "steady", "index": i + 1, "wall_s": 64 / rate, "samples": 64, "steps": 1, "step_end": i + 1,
+              "loss": None, "machine": None} for i, rate in enumerate(rates)]
+    return (f"results/runs/toy-library/{library}/{run_id}.json",
+            {"run_set": "toy-library", "framework": None, "run_id": run_id,
+             "point": {"format": "jpeg", "library": library}, "spec": {"repeat": repeat}, "status": "ok",
+             "units": units, "wall_s": 5.0})
+
+
+def test_points_of_no_framework_get_their_rounds_too():
+    """Their group keys hold NaN for the framework, which two groupbys give as two unequal NaNs."""
+    spread = np.linspace(0.96, 1.04, 3)
+    done = [library_record(library, repeat, mean * spread[repeat - 1] * np.array([0.995, 1.0, 1.005]))
+            for library, mean in {"pillow": 100.0, "opencv": 102.0, "pillow-simd": 300.0}.items()
+            for repeat in range(1, 4)]
+    result = plan(done, 4, MEASUREMENT)
+    assert result["records"] == ["results/runs/toy-library/opencv/library~opencv_format~jpeg_repeat~4.json",
+                                 "results/runs/toy-library/pillow/library~pillow_format~jpeg_repeat~4.json"]
+    assert {p["subject"]: p["status"] for p in result["points"]}["pillow-simd"] == "resolved"
+
+
 def test_with_repeat_names_the_same_point_at_another_repeat():
     assert with_repeat("results/runs/mnist/jax/model~small_repeat~3_x~1.json", 4) == \
         "results/runs/mnist/jax/model~small_repeat~4_x~1.json"

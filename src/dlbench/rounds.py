@@ -105,9 +105,12 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
     for run_set, set_records in by_set.items():
         units = units_table(set_records, m["min_unit_seconds"], m["max_other_cpus"])
         counts, groups = open_ratios(units, m["same_threshold"], m["confidence"], m["resamples"], seed, frameworks)
+        open_counts = Counter({point_key(group): count for group, count in counts.items()})
         _, every = steady_points(units)  # every repeat, the set-aside ones included
+        # keyed by point_key: NaN (a run of no framework, the image libraries') is not equal to itself
+        every = {point_key(group): rows for group, rows in every.items()}
         for group in groups:
-            rows = every[group]
+            rows = every[point_key(group)]
             run_ids = sorted(set(rows["run_id"]))
             framework = group[1] if isinstance(group[1], str) else None
             paths = [path_of[(run_set, framework, run_id)] for run_id in run_ids]
@@ -115,7 +118,7 @@ def plan(records, round_, measurement, seed=0, frameworks=None):
                 "run_set": run_set, "subject": PurePosixPath(paths[0]).parent.name, "key": list(point_key(group)),
                 "point": REPEAT.sub("repeat~*", run_ids[0]), "repeats": len(run_ids),
                 "clean_repeats": len(run_ids) - len(disturbed_repeats(rows)), "set_aside": set_aside(rows),
-                "open_ratios": counts.get(group, 0),
+                "open_ratios": open_counts.get(point_key(group), 0),
                 "cost_s": sum(wall[p] for p in paths) / len(paths), "next": with_repeat(paths[0], round_),
             })
     for point in points:
