@@ -17,6 +17,7 @@ DEFAULT_ROWS = {
     "mnist": {"model": "small", "duplicate": 1, "batch": 64, "devices": 1, "nodes": 1, "strategy": "none",
               "repeat": 1},
     "imdb": {"batch": 32, "workers": 0, "grad": "dense", "repeat": 1},
+    "imdb-transformer": {"batch": 32, "workers": 0, "repeat": 1},
     "chestxray": {"input": "real", "devices": 1, "nodes": 1, "strategy": "none", "repeat": 1},
     "chestxray-loader": {"workers": 0, "repeat": 1},
     "chestxray-preprocess": {"library": "pillow-simd", "format": "jpeg", "repeat": 1},

@@ -77,7 +77,7 @@ def run_with(tmp_path, overrides, *args, cwd=REPO):
         ({"variants": {"pytorch-slow": {"framework": "pytorch", "environment": {"DLBENCH_PLANTED_SLOWDOWN": "0.5"}}}},
          "config variants.pytorch-slow.environment: DLBENCH_PLANTED_SLOWDOWN=0.5: a fraction of the throughput"),
         ({"onnx": {"models": ["resnet"]}}, "config onnx.models: unknown model 'resnet' (the workloads' EXPORTS: "
-                                            "mnist-small, imdb-lstm, densenet)"),
+                                            "mnist-small, imdb-lstm, imdb-transformer, densenet)"),
     ],
 )
 def test_bad_config_stops_with_a_message_naming_the_key(tmp_path, overrides, named):

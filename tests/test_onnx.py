@@ -1,8 +1,10 @@
 """The ONNX study: a model whose weights changed fails the check against PyTorch's outputs; the
 models are those the configured workloads declare (EXPORTS), and a new workload that declares a
-model is exported without an edit to the study. Each model exported and run in every runtime, its
-outputs checked, and an operator MXNet's importer cannot translate named in the record: the
-session's smoke run (tests/test_workflow.py)."""
+model is exported without an edit to the study; a model of a workload's other run set (IMDB's
+Transformer) is exported from its own spec, at the least opset its layers export at. Each model
+exported and run in every runtime, its outputs checked, and an operator MXNet's importer cannot
+translate named in the record: the session's smoke run (tests/test_workflow.py), and here the
+Transformer's."""
 import dataclasses
 import json
 import os
@@ -16,7 +18,7 @@ import pytest
 from dlbench.config import load_config
 from dlbench.definitions import run_set
 from dlbench.specs import spec_to_json
-from dlbench.studies.onnx.definition import MODELS, RUNTIMES, exported, model_files, source_spec
+from dlbench.studies.onnx.definition import MODELS, RUNTIMES, export_opset, exported, model_files, source_spec
 from dlbench.studies.onnx.task import agreement
 from conftest import REPO, copy_workflow, snakemake, venv_python
 from specs import smoke_config, smoke_spec
@@ -39,9 +41,10 @@ def test_agreement_is_the_largest_difference_and_the_share_of_classes_that_agree
 def export(model, workdir, out):
     """The export stage of `model` on the smoke preset's data, its files in `out`."""
     files = {name: str(out / path.split("/")[-1]) for name, path in dataclasses.asdict(model_files(model)).items()}
-    proc = subprocess.run([venv_python("pytorch"), str(EXPORT), "--spec", spec_to_json(source_spec(smoke_config(), model, 2)),
-                           "--opset", "11", "--samples", str(SAMPLES), *[arg for name, path in files.items()
-                                                                          for arg in (f"--{name}", path)]],
+    config = smoke_config()
+    proc = subprocess.run([venv_python("pytorch"), str(EXPORT), "--spec", spec_to_json(source_spec(config, model, 2)),
+                           "--opset", str(export_opset(config, model)), "--samples", str(SAMPLES),
+                           *[arg for name, path in files.items() for arg in (f"--{name}", path)]],
                           cwd=workdir, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return files
@@ -85,16 +88,61 @@ def test_a_perturbed_export_runs_and_fails_the_check_against_pytorch(smoke_data,
 def test_the_models_are_those_the_configured_workloads_declare(tmp_path):
     """onnx.models names models of the workloads' EXPORTS; left out, every configured workload's;
     a model whose workload is not configured is left out, not an error."""
-    assert {name: (m.workload, m.row, m.classes) for name, m in MODELS.items()} == {
-        "mnist-small": ("mnist", {"model": "small"}, "argmax"), "imdb-lstm": ("imdb", {}, "argmax"),
-        "densenet": ("chestxray", {"input": "synthetic"}, "sign")}
+    assert {name: (m.workload, m.run_set, m.row, m.classes) for name, m in MODELS.items()} == {
+        "mnist-small": ("mnist", "mnist", {"model": "small"}, "argmax"), "imdb-lstm": ("imdb", "imdb", {}, "argmax"),
+        "imdb-transformer": ("imdb", "imdb-transformer", {}, "argmax"),
+        "densenet": ("chestxray", "chestxray", {"input": "synthetic"}, "sign")}
     config = load_config(REPO / "config.yaml")
-    assert exported(config) == config["onnx"]["models"] == ["mnist-small", "imdb-lstm"]
+    assert exported(config) == config["onnx"]["models"] == ["mnist-small", "imdb-lstm", "imdb-transformer"]
     every = tmp_path / "every.yaml"
     every.write_text("workloads: [mnist, chestxray]\nonnx: {models: null}\n")
     config = load_config(REPO / "config.yaml", every)
     assert exported(config) == ["mnist-small", "densenet"]
     assert {row["model"] for row in run_set("onnx").rows(config, config["frameworks"], 1)} == {"mnist-small", "densenet"}
+
+
+def test_a_model_of_another_run_set_is_trained_from_its_spec_and_exported_at_its_least_opset(tmp_path):
+    """IMDB's Transformer (run set imdb-transformer) from the Transformer's spec at the LSTM's
+    overhead point; at opset 14 where onnx.opset is lower (PyTorch's exporter translates
+    F.scaled_dot_product_attention from 14), the other models at onnx.opset."""
+    config = smoke_config()
+    transformer, lstm = (source_spec(config, model, 1) for model in ("imdb-transformer", "imdb-lstm"))
+    assert (transformer.run_set, type(transformer.model).__name__, transformer.framework) == (
+        "imdb-transformer", "TransformerModel", "pytorch")
+    assert (lstm.run_set, type(lstm.model).__name__) == ("imdb", "LstmModel")
+    assert transformer.batch == lstm.batch and transformer.repeat == lstm.repeat == 1
+    assert MODELS["imdb-transformer"].min_opset[0] == 14 and MODELS["imdb-lstm"].min_opset is None
+    assert config["onnx"]["opset"] == 11
+    assert {model: export_opset(config, model) for model in MODELS} == {
+        "mnist-small": 11, "imdb-lstm": 11, "imdb-transformer": 14, "densenet": 11}
+    later = tmp_path / "later.yaml"
+    later.write_text("onnx: {opset: 17}\n")
+    config = load_config(REPO / "config.yaml", REPO / "presets" / "smoke.yaml", later)
+    assert {export_opset(config, model) for model in MODELS} == {17}
+
+
+@pytest.mark.slow
+def test_the_transformer_agrees_in_onnxruntime_and_mxnet_names_what_it_cannot_import(smoke_data, tmp_path):
+    """IMDB's Transformer exported at opset 14: its outputs in PyTorch's program and in onnxruntime
+    within the tolerance of PyTorch's; MXNet's ONNX importer, which has no translation of some of
+    its operators, recorded not applicable with the reason."""
+    files = export("imdb-transformer", smoke_data, tmp_path)
+    config = smoke_config()
+    assert np.load(files["inputs"]).shape == (SAMPLES, config["imdb"]["maxlen"])
+    opset = subprocess.run([venv_python("pytorch"), "-c", "import onnx, sys; print(next(o.version for o in "
+                            "onnx.load(sys.argv[1]).opset_import if o.domain == ''))", files["onnx"]],
+                           capture_output=True, text=True, check=True)
+    assert opset.stdout.strip() == "14"
+    for runtime in ("pytorch", "onnxruntime"):
+        record = run("imdb-transformer", runtime, files, smoke_data, tmp_path)
+        assert record["status"] == "ok", record.get("error")
+        print(runtime, record["final"])
+        assert record["final"]["max_abs_difference"] <= config["onnx"]["tolerance"]
+        assert record["final"]["class_agreement"] == 1.0 and record["final"]["test_inputs"] == SAMPLES
+    record = run("imdb-transformer", "mxnet", files, smoke_data, tmp_path)
+    print("mxnet", record["status"], record["error"])
+    assert record["status"] == "not_applicable"
+    assert "ONNX importer (mxnet.contrib.onnx) has no translation" in record["error"]
 
 
 # The toy workload (tests/toy_workload) with a PyTorch model to export: its EXPORTS, and the point the

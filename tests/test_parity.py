@@ -28,6 +28,14 @@ from dlbench.workloads.chestxray.definition import densenet
 from conftest import outcome_of, side_by_side, venv_python
 from specs import smoke_spec
 
+def padded_reviews(rng, pads, tokens=100, vocabulary=5000):
+    """Reviews of `tokens` word indices (1 to vocabulary - 1), the i-th padded in front with pads[i] zeros."""
+    reviews = rng.integers(1, vocabulary, (len(pads), tokens)).astype(np.int64)
+    for review, pad in zip(reviews, pads):
+        review[:pad] = 0
+    return reviews
+
+
 # (workload, grid row, inputs, tolerance, trainable parameters). Tolerances are absolute, on
 # logits of order 1: float32 summation order differs between the frameworks' kernels. DenseNet-121
 # (batch normalisation with PyTorch's epsilon 1e-5 in every framework) differs by at most 1.7e-6
@@ -39,6 +47,8 @@ CASES = {
     "mnist-large": ("mnist", {"model": "large"}, lambda rng: rng.standard_normal((4, 1, 28, 28), np.float32), 1e-4,
                     4_104_202),
     "imdb-lstm": ("imdb", {}, lambda rng: rng.integers(0, 5000, (4, 100)).astype(np.int64), 1e-4, 772_354),
+    # the Transformer: reviews padded in front by 0 to 95 of their 100 tokens, so the mask matters
+    "imdb-transformer": ("imdb-transformer", {}, lambda rng: padded_reviews(rng, (0, 10, 50, 95)), 1e-4, 393_602),
     "densenet121": ("chestxray", {"blocks": (6, 12, 24, 16)},
                     lambda rng: rng.standard_normal((2, 3, 224, 224), np.float32), 2e-5, 6_968_206),
     # the default's DenseNet-45 (config chestxray.blocks): each framework builds any four blocks
@@ -206,6 +216,7 @@ ADAM_FORM = {"pytorch": "kingma-ba", "jax": "kingma-ba", "tensorflow": "eps-hat"
 TRAINING = {
     "mnist-small": ("mnist", {"model": "small"}, 10, 5e-3, 1e-4),
     "imdb-lstm": ("imdb", {"batch": 4}, 10, 1e-2, 3e-4),
+    "imdb-transformer": ("imdb-transformer", {"batch": 4}, 10, 1e-2, 3e-4),
     "densenet21": ("chestxray", {"input": "synthetic", "batch": 2, "blocks": (2, 2, 2, 2)}, 6, 5e-4, 1e-4),
 }
 FIRST_STEP = 1e-5

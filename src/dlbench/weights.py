@@ -66,6 +66,11 @@ class Draw:
         if bias:
             self.uniform(f"{name}.bias", (c_out,), 1 / np.sqrt(fan_in))
 
+    def layer_norm(self, name, features):
+        """nn.LayerNorm: weight 1, bias 0."""
+        self.constant(f"{name}.weight", (features,), 1.0)
+        self.constant(f"{name}.bias", (features,), 0.0)
+
     def batch_norm(self, name, features):
         """nn.BatchNorm2d: weight 1, bias 0, running mean 0, running variance 1, no batch tracked."""
         self.constant(f"{name}.weight", (features,), 1.0)

@@ -1,6 +1,8 @@
 # What this run found (definition.py): the replication table and the summary that the report's
 # first view shows (report/workflow.rst), from the tables of the configured workloads and studies; a
 # claim whose tables this run lacks says what would measure it.
+import shlex
+
 from dlbench.studies.findings.definition import SUMMARY as FINDINGS_SUMMARY
 
 FINDINGS_FOLDER = Path(workflow.current_basedir)
@@ -11,6 +13,7 @@ FINDINGS_CLAIM_TABLES = [table for name in [*WORKLOADS, *STUDIES] for table in g
 
 include: "code_lines.smk"
 include: "time.smk"
+include: "models.smk"
 
 
 rule findings:
@@ -33,6 +36,8 @@ rule findings:
         environment=[f"results/tables/{name}-environment.csv" for name in TIMED_SETS],
         # how close to the machine: each point against the peak of the precision it computed in (study matmul)
         mfu=["results/tables/matmul-mfu.csv"] if "matmul" in STUDIES else [],
+        # each model against its workload's own (models.smk), where this run trains two
+        models=["results/tables/findings-models.csv", "results/figures/findings/models.png"] if MODEL_PAIRS else [],
         # the studies' own published figures, set beside this run's in the replication table
         studies=local(str(workflow_path(FINDINGS_FOLDER / "studies.yaml"))),
         scripts=[local(str(script)) for script in FINDINGS_SCRIPTS],
@@ -46,6 +51,7 @@ rule findings:
         synthetic="--synthetic-images" if "chestxray" in WORKLOADS and not config["chestxray"]["images_dir"] else "",
         sets=TIMED_SETS,
         samples=[RUN_SETS[name][1].sample for name in TIMED_SETS],
+        models=lambda wildcards, input: f"--models {shlex.quote(input.models[0])} --models-figure {shlex.quote(input.models[1])}" if input.models else "",
     log:
         "results/logs/report/findings.log",
     conda:
@@ -58,5 +64,5 @@ rule findings:
         " && {params.python:q} {input.scripts[1]:q} --sets {params.sets:q} --samples {params.samples:q}"
         " --points {input.points:q} --ratios {input.ratios:q} --runs {input.runs:q}"
         " --environment {input.environment:q} --replication {output.replication:q} --mfu {input.mfu:q}"
-        " --frameworks {params.frameworks:q} --overview {output.overview:q}"
+        " --frameworks {params.frameworks:q} --overview {output.overview:q} {params.models}"
         " --figures results/figures/findings --out {output.summary:q}) > {log:q} 2>&1"

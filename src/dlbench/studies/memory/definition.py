@@ -1,5 +1,5 @@
 """The memory pass, apart from the timing runs (as TorchBench measures memory): each training
-workload's model in every framework and mode, at the batches of memory.batches, trained for a
+workload's models in every framework and mode, at the batches of memory.batches, trained for a
 few steps in a process of its own, its peak memory read from the kernel (the training
 process's ru_maxrss, its high-water mark: exact, not sampled) and the process tree's sampled
 PSS; and, for the big model one workload declares (ChestX-ray: DenseNet-121), the largest batch
@@ -7,11 +7,14 @@ that fits memory.largest_batch.limit_mb in each framework and mode (rules.smk: a
 batch tried in a run of its own). What the workflow knows of it; dlbench.workloads says what a
 definition holds, dlbench.studies what a study is.
 
-The workloads it measures are those that declare MEMORY_BATCHES (their batches by default); the
-search grows the model of the one that declares LARGEST_BATCH_MODEL. It names no workload.
+The workloads it measures are those that declare MEMORY_BATCHES (their batches by default), each
+model they train (`trained`: every run set of theirs that trains a framework's model from shared
+initial weights, IMDB's LSTM and its Transformer); the search grows the model of the one that
+declares LARGEST_BATCH_MODEL. It names no workload.
 
-A memory run is its workload's training run (the same spec type, modules, initial weights and
-data; the run set <workload>-memory runs as <workload>) with the memory pass's batch and steps:
+A memory run is its model's training run (the same spec type, modules, initial weights and data;
+the run set <training run set>-memory runs as <training run set>: imdb-memory as imdb,
+imdb-transformer-memory as imdb-transformer) with the memory pass's batch and steps:
 its units are memory.steps steps each (one calibration, one warm-up, one steady unit) after the
 run's first step alone (dlbench.clock.Plan), their time is not a measurement (RunSet.timed).
 
@@ -33,11 +36,23 @@ from dlbench.errors import ConfigError
 from dlbench.spec_types import CompileCache, Convergence, Measure
 from dlbench.sweep import RunSet, run_id
 
-# the training workloads it can measure (those that declare their batches), and the training run set
-# of each (its first)
+
+def trained(workload):
+    """The run sets of a workload whose runs train a model: its first (the workload's own), then every
+    other that trains a framework's model from shared initial weights on the same data (IMDB's
+    Transformer beside its LSTM; not ChestX-ray's loader and image-library benchmarks)."""
+    first, *others = workload_definition(workload).RUN_SETS
+    return (first, *(run_set for run_set in others
+                     if run_set.timed and run_set.subject == "framework" and run_set.draw_weights is not None))
+
+
+# the training workloads it can measure (those that declare their batches), and the training run sets
+# of each (the first: the workload's own)
 BATCHES = declared("MEMORY_BATCHES")
-TRAINING = {workload: workload_definition(workload).RUN_SETS[0] for workload in BATCHES}
+TRAINING = {workload: trained(workload) for workload in BATCHES}
 MEASURED = tuple(TRAINING)
+# {training run set name: (its workload, the RunSet)}
+TRAINED = {run_set.name: (workload, run_set) for workload, sets in TRAINING.items() for run_set in sets}
 # {workload: its big model, of memory.largest_batch.blocks}: the model the largest-batch search grows
 LARGEST_BATCH_MODELS = declared("LARGEST_BATCH_MODEL")
 if len(LARGEST_BATCH_MODELS) > 1:
@@ -51,6 +66,13 @@ def measured(config):
     return chosen if chosen is not None else [w for w in MEASURED if w in config["workloads"]]
 
 
+def memory_sets(config):
+    """The memory run sets of the measured workloads: <training run set>-memory of each model they train
+    (one whose model the config trains no run of has no rows: imdb-transformer-memory without
+    imdb.models' transformer)."""
+    return [f"{run_set.name}-memory" for workload in measured(config) for run_set in TRAINING[workload]]
+
+
 def batches(config, workload):
     """The batches the memory pass measures a workload at: memory.batches.<workload>, or its MEMORY_BATCHES."""
     return list(config["memory"]["batches"].get(workload) or BATCHES[workload])
@@ -62,18 +84,19 @@ def searched(config):
 
 
 def training(workload):
-    """The training run set of a workload (its first)."""
-    return TRAINING[workload]
+    """The training run set of a workload's own model (its first)."""
+    return TRAINING[workload][0]
 
 
-def columns(workload):
-    return (*(c for c in training(workload).columns if c not in ("batch", "repeat")), "batch", "repeat")
+def columns(name):
+    """A memory run's id fields: those of training run set `name`, batch and repeat last."""
+    return (*(c for c in TRAINED[name][1].columns if c not in ("batch", "repeat")), "batch", "repeat")
 
 
-def first_points(config, workload, frameworks):
-    """Each framework's and mode's first single-device row of the workload's grid (repeat 1)."""
+def first_points(config, trained_set, frameworks):
+    """Each framework's and mode's first single-device row of a training run set's grid (repeat 1)."""
     found = {}
-    for row in training(workload).rows(config, frameworks, 1):
+    for row in trained_set.rows(config, frameworks, 1):
         if row.get("devices", 1) == 1 and row.get("nodes", 1) == 1:
             found.setdefault((row["framework"], row.get("mode")), row)
     return list(found.values())
@@ -87,12 +110,14 @@ def repeats(config, framework):
     return memory["repeats"] if chosen is None or framework in chosen else 1
 
 
-def memory_rows(workload):
+def memory_rows(name):
+    workload, trained_set = TRAINED[name]
+
     def rows(config, frameworks, _):
         if workload not in measured(config):
             return []
         return [{**row, "batch": batch, "repeat": repeat}
-                for row in first_points(config, workload, frameworks)
+                for row in first_points(config, trained_set, frameworks)
                 for batch in batches(config, workload)
                 for repeat in range(1, repeats(config, row["framework"]) + 1)]
     return rows
@@ -117,17 +142,18 @@ def as_memory_run(spec, name, row, config, batch):
                                timeout_s=float(memory["timeout_minutes"] * 60))
 
 
-def memory_spec(workload):
+def memory_spec(name):
     def build(config, row, threads):
-        base = training(workload).build(config, {**row, "repeat": 1}, threads)
-        return as_memory_run(base, f"{workload}-memory", row, config, row["batch"])
+        base = TRAINED[name][1].build(config, {**row, "repeat": 1}, threads)
+        return as_memory_run(base, f"{name}-memory", row, config, row["batch"])
     return build
 
 
-def memory_run_set(workload):
-    trained = training(workload)
-    return RunSet(f"{workload}-memory", trained.spec_type, columns(workload), memory_rows(workload),
-                  memory_spec(workload), trained.draw_weights, runs_as=workload, timed=False, sample=trained.sample)
+def memory_run_set(name):
+    """The memory run set of training run set `name`: its spec type and initial weights, run as it."""
+    trained_set = TRAINED[name][1]
+    return RunSet(f"{name}-memory", trained_set.spec_type, columns(name), memory_rows(name), memory_spec(name),
+                  trained_set.draw_weights, runs_as=name, timed=False, sample=trained_set.sample)
 
 
 def search_template(config, framework, mode, threads):
@@ -135,10 +161,11 @@ def search_template(config, framework, mode, threads):
     searched workload with its big model of memory.largest_batch.blocks (ChestX-ray's DenseNet-121);
     None where the framework has no such point."""
     workload = searched(config)
-    rows = [row for row in first_points(config, workload, [framework]) if row.get("mode") == mode]
+    own = training(workload)
+    rows = [row for row in first_points(config, own, [framework]) if row.get("mode") == mode]
     if not rows:
         return None
-    spec = memory_spec(workload)(config, {**rows[0], "batch": 1}, threads)
+    spec = memory_spec(own.name)(config, {**rows[0], "batch": 1}, threads)
     # the search names each batch it tries: mode~<mode>_batch~<batch>
     return dataclasses.replace(spec, model=LARGEST_BATCH_MODELS[workload](config["memory"]["largest_batch"]["blocks"]),
                                run_id=run_id({"mode": mode}, ("mode",)))
@@ -154,7 +181,7 @@ def searches(config, frameworks):
             for mode in config[workload]["modes"][framework]]
 
 
-RUN_SETS = tuple(memory_run_set(workload) for workload in MEASURED)
+RUN_SETS = tuple(memory_run_set(name) for name in TRAINED)
 FIGURES = ("peak-memory", "largest-batch")
 TABLES = ("peaks", "ratios", "largest-batch", "saving")
 TARGET = None

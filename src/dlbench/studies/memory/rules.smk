@@ -1,15 +1,15 @@
-# The memory pass: its runs (each measured workload's model at memory.batches) are rules/runs.smk's
-# (this folder's definition.py gives their grid and specs); here, the largest batch of the big model a
-# workload declares (ChestX-ray's DenseNet-121) under memory.largest_batch.limit_mb per framework and
-# mode (a search, each batch a run of its own), and the pass's tables and figures.
-from dlbench.studies.memory.definition import measured as memory_measured, search_template, searched, searches
+# The memory pass: its runs (each model a measured workload trains, at memory.batches) are
+# rules/runs.smk's (this folder's definition.py gives their grid and specs); here, the largest batch of
+# the big model a workload declares (ChestX-ray's DenseNet-121) under memory.largest_batch.limit_mb per
+# framework and mode (a search, each batch a run of its own), and the pass's tables and figures.
+from dlbench.studies.memory.definition import memory_sets, search_template, searched, searches
 
 MEMORY = config["memory"]
 MEMORY_FOLDER = Path(workflow.current_basedir)
 MEMORY_SEARCHES = searches(config, FRAMEWORKS) if "memory" in STUDIES else []
 MEMORY_TEMPLATES = {(framework, mode): search_template(config, framework, mode, THREADS)
                     for framework, mode in MEMORY_SEARCHES}
-MEMORY_SETS = [f"{workload}-memory" for workload in memory_measured(config)] if "memory" in STUDIES else []
+MEMORY_SETS = memory_sets(config) if "memory" in STUDIES else []
 SEARCH_SUMMARY = "results/memory/largest-batch/{framework}/mode~{mode}.json"
 # the searched workload's timed points (the memory-saving modes' cost in speed)
 MEMORY_SEARCHED = searched(config) if "memory" in STUDIES else None

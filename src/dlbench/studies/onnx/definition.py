@@ -12,6 +12,10 @@ framework: the compared thing is the runtime, RunSet.subject), times inference b
 test inputs like every run (calibrated units, warm-up apart, repeats), and checks its outputs
 on the test inputs against PyTorch's: the run fails where they differ by more than `tolerance`
 or its predicted classes agree on fewer than `min_agreement` of them.
+
+A model is exported at onnx.opset, or at the least opset its PyTorch model exports at where that
+is higher (its EXPORTS entry's min_opset, with the reason; e.g. PyTorch's exporter translates
+F.scaled_dot_product_attention from opset 14 only): the others' graphs stay at the configured one.
 """
 import itertools
 from dataclasses import dataclass
@@ -27,16 +31,31 @@ DATA = "results/data/onnx"
 @dataclass(frozen=True)
 class SourceModel:
     workload: str        # the workload whose PyTorch model is exported
+    run_set: str         # the run set of that workload whose model it is (its first, unless the entry names one)
     row: dict            # its grid row (besides framework, repeat and the workload's overhead_row)
     classes: str         # how its outputs predict: "argmax" (one class) or "sign" (a finding per logit)
+    min_opset: tuple | None = None  # (opset, why): the least ONNX opset its PyTorch model exports at; None: any
 
 
 def source_models(workloads=None):
     """{model name: SourceModel} of the models the workloads declare (EXPORTS: {name: (row,
-    classes)}; every registered workload's where None), by the name a run and a table give them."""
+    classes)}, or (row, classes, {"run_set": a run set of the workload, "min_opset": (opset, why)})
+    for a model of another run set than the workload's first, or one whose layers need a later
+    opset; every registered workload's where None), by the name a run and a table give them."""
     exports = declared("EXPORTS") if workloads is None else declared("EXPORTS", workloads)
-    return {name: SourceModel(workload, dict(row), classes)
-            for workload, models in exports.items() for name, (row, classes) in models.items()}
+    return {name: _source_model(workload, name, *entry) for workload, models in exports.items()
+            for name, entry in models.items()}
+
+
+def _source_model(workload, name, row, classes, options=None):
+    """One EXPORTS entry: its run set named (the workload's first where the entry names none)."""
+    options = dict(options or {})
+    run_sets = [run_set.name for run_set in workload_definition(workload).RUN_SETS]
+    run_set = options.pop("run_set", run_sets[0])
+    if run_set not in run_sets:
+        raise ValueError(f"{workload}'s EXPORTS: {name}'s run set {run_set!r} is not one of its run sets "
+                         f"({', '.join(run_sets)})")
+    return SourceModel(workload, run_set, dict(row), classes, **options)
 
 
 # The models of the studies, by the name a run and a table give them.
@@ -105,12 +124,20 @@ def runtime_env(spec):
 
 def source_spec(config, model, threads):
     """The spec of the PyTorch training run whose model the export trains and writes: the source
-    workload's overhead point (one device), in PyTorch, repeat 1: a repeat that trains the
-    convergence steps (measurement.convergence_repeats is at least 1)."""
+    workload's overhead point (one device) in the model's run set, in PyTorch, repeat 1: a repeat
+    that trains the convergence steps (measurement.convergence_repeats is at least 1)."""
     source = MODELS[model]
     source_definition = workload_definition(source.workload)
     row = {**source_definition.overhead_row(config), **source.row, "framework": "pytorch", "repeat": 1}
-    return source_definition.RUN_SETS[0].build(config, row, threads)
+    run_set, = (run_set for run_set in source_definition.RUN_SETS if run_set.name == source.run_set)
+    return run_set.build(config, row, threads)
+
+
+def export_opset(config, model):
+    """The ONNX opset `model` is exported at: onnx.opset, raised to the model's min_opset where
+    that is higher (the others keep the configured one)."""
+    minimum = MODELS[model].min_opset
+    return max(config["onnx"]["opset"], minimum[0]) if minimum else config["onnx"]["opset"]
 
 
 RUN_SETS = (RunSet("onnx", OnnxSpec, COLUMNS, runs, spec, subject="runtime", environment=runtime_env,

@@ -2,7 +2,7 @@
 # program, test inputs, PyTorch's outputs); its runs in each runtime are rules/runs.smk's (this
 # study's definition.py gives their grid and specs); the runtimes' table and figure.
 from dlbench.studies.onnx.definition import DATA as ONNX_DATA, MODELS as ONNX_MODELS, exported as onnx_exported
-from dlbench.studies.onnx.definition import source_spec as onnx_source_spec
+from dlbench.studies.onnx.definition import export_opset as onnx_export_opset, source_spec as onnx_source_spec
 
 ONNX = config["onnx"]
 ONNX_FOLDER = Path(workflow.current_basedir)
@@ -24,7 +24,7 @@ rule onnx_export:
     params:
         python=run_python,
         spec=lambda wildcards: spec_to_json(ONNX_SOURCES[wildcards.model]),
-        opset=ONNX["opset"],
+        opset=lambda wildcards: onnx_export_opset(config, wildcards.model),  # raised to the model's min_opset
         samples=ONNX["test_samples"],
     wildcard_constraints:
         model="|".join(map(re.escape, ONNX_MODELS)),

@@ -7,7 +7,6 @@ onnxruntime's and PyTorch's CPU calls are synchronous; MXNet's engine is not, so
 for the output (wait_to_read).
 """
 import os
-import re
 
 from dlbench.errors import NotApplicable
 
@@ -67,15 +66,20 @@ class MXNet:
         # MXNet's thread pools read these once, when it loads (see dlbench.frameworks.mxnet).
         os.environ.update({"OMP_NUM_THREADS": str(spec.threads), "MXNET_CPU_WORKER_NTHREADS": "1"})
         import mxnet as mx
+        import onnx
         from mxnet.contrib import onnx as onnx_mxnet
+        from mxnet.contrib.onnx.onnx2mx._import_helper import _convert_map as translations
 
         self.mx = mx
-        try:
-            self.net = onnx_mxnet.import_to_gluon(spec.data.onnx, ctx=mx.cpu())
-        except NotImplementedError as err:  # "Operator ConstantOfShape not implemented."
-            operator = re.search(r"Operator (\S+) not implemented", str(err))
+        # The importer translates node by node and stops at the first operator it has no translation of,
+        # or earlier, unexplained, at a later opset's form of one it has (an opset-13 Unsqueeze's axes, an
+        # input: KeyError 'axes'): the graph's operators it has none for, named before it starts.
+        untranslated = list(dict.fromkeys(node.op_type for node in onnx.load(spec.data.onnx).graph.node
+                                          if node.op_type not in translations))
+        if untranslated:
             raise NotApplicable(f"MXNet {mx.__version__}'s ONNX importer (mxnet.contrib.onnx) has no translation of "
-                                f"the operator {operator.group(1) if operator else str(err)}") from err
+                                f"the operator{'s' if len(untranslated) > 1 else ''} {', '.join(untranslated)}")
+        self.net = onnx_mxnet.import_to_gluon(spec.data.onnx, ctx=mx.cpu())
         self.net.hybridize(static_alloc=True)
         return mx.__version__
 

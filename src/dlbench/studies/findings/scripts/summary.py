@@ -4,8 +4,10 @@ point with its interval (and the ones it is not separated from), and a forest pl
 framework's steady throughput relative to one reference; the studies' claims with their verdicts
 (the replication table), each beside the study's own published figure and its hardware
 (studies.yaml); how close the training came to the machine, each point against the peak of the
-precision it computed in (the matmul study's table). An HTML fragment, its figures inlined, its
-links opening the report's figures.
+precision it computed in (the matmul study's table); a workload's other model against its own on the
+same data, framework by framework, and the framework that trains it fastest (scripts/models.py's
+table: IMDB's Transformer against its LSTM). An HTML fragment, its figures inlined, its links opening
+the report's figures.
 
 Every number drawn from a flagged point or ratio (the tables' unstable, below_minimum,
 contended: dlbench.flags) carries a mark naming its flags, a superscript such as
@@ -13,6 +15,7 @@ contended: dlbench.flags) carries a mark naming its flags, a superscript such as
 
 python summary.py --sets mnist imdb ... --samples images reviews ... --points P... --ratios R...
     --runs R... --environment E... --replication findings-replication.csv [--mfu matmul-mfu.csv]
+    [--models findings-models.csv --models-figure models.png]
     --figures results/figures/findings --out results/findings/summary.html
 """
 import argparse
@@ -392,6 +395,68 @@ def peak_line(mfu_tables):
             f"the best point per run set and precision: {html.escape(best_words)}.{html.escape(missing)}</p>")
 
 
+def seconds(value):
+    return f"{value:,.3g}"
+
+
+def model_line(r, keys, sample, seen):
+    """One framework's line of the models finding (a row of findings-models.csv)."""
+    flags = flags_of(r)
+    seen.update(flags)
+    point = where(r, keys)
+    mine = with_interval(r["samples_per_s"], r["ci_low"], r["ci_high"])
+    theirs = with_interval(r["reference_samples_per_s"], r["reference_ci_low"], r["reference_ci_high"])
+    ratio = with_interval(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"], two)
+    text = (f"<b>{html.escape(r['framework'])}</b>{' (' + html.escape(point) + ')' if point else ''}: "
+            f"{html.escape(mine)} against {html.escape(theirs)} {html.escape(sample)}/s, "
+            f"{html.escape(ratio)}x{mark(flags)} ({html.escape(str(r['verdict']))})")
+    if pd.isna(r["time_ratio"]):
+        return f"{text}; no time to the target ({html.escape(str(r['time_verdict']))})"
+    mine = with_interval(r["time_to_target_s"], r["time_ci_low"], r["time_ci_high"], seconds)
+    theirs = with_interval(r["reference_time_to_target_s"], r["reference_time_ci_low"], r["reference_time_ci_high"],
+                           seconds)
+    ratio = with_interval(r["time_ratio"], r["time_ratio_ci_low"], r["time_ratio_ci_high"], two)
+    return (f"{text}; to the target in {html.escape(mine)} against {html.escape(theirs)} s "
+            f"({plain(r['steps_to_target'])} against {plain(r['reference_steps_to_target'])} steps), "
+            f"{html.escape(ratio)}x{mark(flags)} ({html.escape(str(r['time_verdict']))})")
+
+
+def models_section(table, points, ratios, samples, figure, seen):
+    """The finding of a workload's other model against its own (scripts/models.py's table: IMDB's
+    Transformer against its LSTM): per pair, a line per framework and point both ran, each in its
+    default mode (its throughput against the own model's, their ratio with its interval and verdict;
+    its time to the target against the own model's, their ratio likewise, or why there is none), then
+    the framework that trains the other model fastest at each of its points (`leaders`, its run set's
+    ratios), and the figure. Marks as everywhere (their flags added to `seen`); [] without rows."""
+    table = in_default_mode(table) if len(table) else table
+    if table.empty:
+        return []
+    # the point's keys but its mode (each framework's default here)
+    keys = [c for c in table.columns[table.columns.get_loc("framework") + 1:table.columns.get_loc("samples_per_s")]
+            if c != "mode"]
+    parts = []
+    for (other, own), rows in table.groupby(["run_set", "reference"], sort=False):
+        sample = samples.get(other, "samples")
+        target = next((str(t) for t in rows["target"].dropna() if str(t)), "the target")
+        lines = "".join(f"<li>{model_line(r, keys, sample, seen)}.</li>" for _, r in rows.iterrows())
+        fastest = leaders(points[other], ratios[other], sample, seen) if other in points else []
+        other_, own_ = html.escape(other), html.escape(own)
+        parts += [f"<h3 id=\"dlbench-models-{other_}\">{other_} against {own_}, on the same data</h3>",
+                  f"<p>Framework by framework, each in its default mode, at the points both ran: {other_}'s steady "
+                  f"throughput against {own_}'s, and its time to {html.escape(target)} against {own_}'s (the "
+                  "convergence steps to it from the same start, times the point's steady time per step); each "
+                  f"ratio {other_} / {own_}, with its interval "
+                  f"({report_link('results/tables/findings-models.csv', 'findings-models.csv')}):</p>",
+                  f"<ul>{lines}</ul>",
+                  f"<p><b>Which framework trains {other_} fastest</b> (steady {html.escape(sample)}/s; each framework's "
+                  "time to the target above):</p>",
+                  "<ul>" + "".join(f"<li>{sentence}</li>" for sentence in fastest) + "</ul>" if fastest
+                  else "<p>No point of it ran two frameworks.</p>"]
+    if figure is not None and Path(figure).exists():
+        parts.append(inline_png(figure, "each model against the workload's own, framework by framework"))
+    return parts
+
+
 def report_link(path, text):
     """A link that opens a figure of the report (its own showResultInfo, as Snakemake's rst links)."""
     return f"<a href=\"javascript:app.showResultInfo('{quote(str(path), safe='/')}')\">{html.escape(text)}</a>"
@@ -451,9 +516,11 @@ def summary(args):
     claims = pd.read_csv(args.replication)
     environments, runs = list(map(pd.read_csv, args.environment)), list(map(pd.read_csv, args.runs))
     fastest, figures, seen = [], [], set()
+    sets_points, sets_ratios = {}, {}
     args.figures.mkdir(parents=True, exist_ok=True)
     for name, sample, points, ratios in zip(args.sets, args.samples, args.points, args.ratios):
         points, ratios = pd.read_csv(points), pd.read_csv(ratios)
+        sets_points[name], sets_ratios[name] = points, ratios
         figure = args.figures / f"ratios-{name}.png"
         forest(ratios, points, figure, name, sample)
         sentences = leaders(points, ratios, sample, seen) if len(points) else []
@@ -474,13 +541,15 @@ def summary(args):
                        f"<p><small>The same as a table: {report_link(args.overview, args.overview.name)}.</small></p>"]
     precision = precision_lines(args.sets, [pd.read_csv(r) for r in args.ratios], runs, args.frameworks, seen)
     precision.append(peak_line(args.mfu))
+    models = models_section(pd.read_csv(args.models) if args.models else pd.DataFrame(), sets_points, sets_ratios,
+                            dict(zip(args.sets, args.samples)), args.models_figure, seen)
     parts = [STYLE, "<h2>What this run found</h2>", *at_a_glance, f"<p>{machine(environments, runs)}</p>", *precision,
              "<p>Steady throughput: each point's mean over its repeats (separate processes) with its 95% "
              "hierarchical bootstrap interval; ratios with theirs. Frameworks in their default modes.</p>",
              f"<p><b>The studies' {len(claims)} claims</b> ({link_down('dlbench-claims', 'below')}): "
              + ", ".join(f"{n} {html.escape(verdict)}" for verdict, n in claims["verdict"].value_counts().items())
              + ".</p>",
-             "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>", legend(seen),
+             "<h3>The fastest at each point</h3>", "<ul>" + "".join(fastest) + "</ul>", *models, legend(seen),
              set_aside_line(args.sets, [pd.read_csv(p) for p in args.points]),
              "<h3 id=\"dlbench-claims\">The studies' claims: this run's verdicts</h3>",
              "<p>Each verdict is computed from this run's tables by the criterion beside it "
@@ -501,6 +570,8 @@ def main():
     parser.add_argument("--replication", required=True)
     parser.add_argument("--mfu", nargs="*", default=[], help="the matmul study's utilisation table (none: no matmul)")
     parser.add_argument("--figures", required=True, type=Path, help="folder of the forest plots")
+    parser.add_argument("--models", type=Path, help="each model against its workload's own (findings-models.csv)")
+    parser.add_argument("--models-figure", type=Path, help="its figure, inlined")
     parser.add_argument("--frameworks", nargs="+", required=True, help="the configured frameworks, in order")
     parser.add_argument("--overview", required=True, type=Path, help="the framework x run set table to write")
     parser.add_argument("--out", required=True, type=Path)

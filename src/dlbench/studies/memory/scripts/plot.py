@@ -1,10 +1,14 @@
-"""The memory pass's tables and figures: peak memory per framework, workload, mode and batch (the
+"""The memory pass's tables and figures: peak memory per framework, model, mode and batch (the
 training process's ru_maxrss, and the process tree's sampled PSS) with the interval of its mean
 over the point's processes, the memory a sample adds (the line between the smallest and largest
 batch), the ratios of peaks with their intervals (frameworks side by side, each mode against its
 framework's default: the survey's memory claims read them), DenseNet-121's largest batch under
 the limit per framework and mode, and what the memory-saving modes save against the throughput
 their timed runs lose.
+
+A model is its training run set (the memory run set less -memory), in the tables' `workload` column:
+a workload's own model (mnist, imdb, chestxray) or another it trains on the same data
+(imdb-transformer, IMDB's Transformer), each its own panel and its own ratios.
 
 A peak is one number per process: the process is the sample, as for throughput (dlbench.stats),
 so a point's interval and a ratio's come from the bootstrap over its processes (each run's peak a
@@ -34,7 +38,8 @@ def batch_of(run_id):
 
 
 def successful(runs):
-    """The successful runs with their workload (less -memory), batch, and peak RSS and PSS in MiB."""
+    """The successful runs with their model (`workload`: the memory run set less -memory, e.g. imdb or
+    imdb-transformer), batch, and peak RSS and PSS in MiB."""
     ok = runs[runs["status"] == "ok"].copy()
     if ok.empty:  # its columns may be missing too
         return ok
@@ -117,7 +122,7 @@ RATIO_COLUMNS = ["workload", "comparison", "compared", "numerator", "denominator
 def ratios(runs):
     """The ratios of peak RSS (numerator / denominator: below 1, the numerator needs less), each with
     its interval over both sides' processes (dlbench.stats.interval, the sides resampled
-    independently) and a verdict: every pair of frameworks at the same workload and batch, each in its
+    independently) and a verdict: every pair of frameworks at the same model and batch, each in its
     default mode (the later framework of dlbench.frameworks' order over the earlier), and within a
     framework each other mode over its default one. What a row compares is data beside its text, as in
     the throughput ratios: compared (framework or mode), numerator, denominator."""
@@ -234,8 +239,8 @@ def main():
         no_data(args.outdir / "peak-memory.png", "no successful memory run")
     else:
         ok = successful(runs)
-        # a panel per workload, under one another, each with only its own runs; its batches (the workloads' differ)
-        # named in its title and drawn light (smallest) to dark
+        # a panel per model (a workload's, or its other model's), under one another, each with only its own
+        # runs; its batches (the workloads' differ) named in its title and drawn light (smallest) to dark
         batches = ok.groupby("workload")["batch"].unique().map(sorted)
         frame = ok.assign(run=ok["framework"] + " (" + ok["mode"].astype(str) + ")",
                           panel=ok["workload"].map(

@@ -58,7 +58,7 @@ def main():
                                     for i in range(0, len(inputs), 64)])
     np.save(args.inputs, inputs)
     np.save(args.reference, reference)
-    print(json.dumps({"model": spec.run_set, "train_steps": len(losses),
+    print(json.dumps({"model": spec.run_set, "opset": args.opset, "train_steps": len(losses),
                       "loss": [losses[0], losses[-1]] if losses else None, "test_inputs": len(inputs)}))
 
 
