@@ -33,7 +33,9 @@ captions; nothing outside it names the workload):
     EXPORTS     {model name: (row, classes)}: its PyTorch models that the onnx study can export,
                 each its grid row (besides framework, repeat and its overhead_row(config), the
                 point the export trains it at, which it then defines too) and how its outputs
-                predict ("argmax": one class; "sign": a label per logit)
+                predict ("argmax": one class; "sign": a label per logit); a third element
+                {"run_set": another run set of the workload than its first, "min_opset": (the
+                least ONNX opset the model exports at, why)} where needed (IMDB's Transformer)
   It imports downward only (dlbench.sweep, dlbench.spec_types, dlbench.errors, dlbench.frameworks,
   dlbench.flops), never another workload's or study's definition, nor what loads the definitions
   (dlbench.declarations, dlbench.definitions, and dlbench.config, dlbench.specs, dlbench.weights
