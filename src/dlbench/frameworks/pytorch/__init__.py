@@ -326,12 +326,23 @@ def flushes_denormals():
 
 
 # The products the proof counts, by aten op: convolutions and matrix products (FLOPs from
-# torch.utils.flop_counter's formulas) and the fused recurrent layers (`_recurrent_flops`: oneDNN's
-# on CPUs, cuDNN's, MIOpen's). Composite ops (linear, matmul, lstm) decompose into these before a
+# torch.utils.flop_counter's formulas), the fused recurrent layers (`_recurrent_flops`: oneDNN's
+# on CPUs, cuDNN's, MIOpen's) and fused attention (`_attention_flops`). Composite ops (linear, matmul, lstm) decompose into these before a
 # dispatch mode sees them; an op's own kernels (mkldnn_convolution in convolution) run below it.
 PRODUCTS = {"convolution", "_convolution", "convolution_overrideable", "cudnn_convolution",
             "_slow_conv2d_forward", "mm", "addmm", "_addmm_activation", "bmm", "baddbmm", "_scaled_mm"}
 RECURRENT = {"mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn"}
+# F.scaled_dot_product_attention's fused kernels (the math fallback decomposes into bmm): `_attention_flops`
+ATTENTION = {"_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
+
+
+def _attention_flops(args):
+    """A fused attention's two products: the scores (query x key, over the head's width) and their
+    weighting of the values, 2 * batch * heads * queries * keys * (head width + value width)."""
+    query, key, value = args[:3]
+    rows = query.numel() // query.shape[-1]   # batch x heads x queries
+    return 2 * rows * key.shape[-2] * (query.shape[-1] + value.shape[-1])
 
 
 def _recurrent_flops(name, args):
@@ -352,10 +363,12 @@ class _Products(TorchDispatchMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         name = func.overloadpacket.__name__
-        if name in PRODUCTS or name in RECURRENT:
+        if name in PRODUCTS or name in RECURRENT or name in ATTENTION:
             dtype = next(t.dtype for t in tree_leaves(args) if isinstance(t, torch.Tensor) and t.is_floating_point())
             if name in RECURRENT:
                 flops = _recurrent_flops(name, args)
+            elif name in ATTENTION:
+                flops = _attention_flops(args)
             elif name == "_addmm_activation":
                 flops = flop_registry[torch.ops.aten.addmm](*args[:3], out_val=out)
             else:
