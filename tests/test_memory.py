@@ -21,7 +21,7 @@ from dlbench.spec_types import CompileCache
 from dlbench.tables import load_records
 from dlbench.weights import initial_weights, weights_sha256
 from conftest import REPO, copy_workflow, report_python, snakemake, venv_python
-from specs import smoke_spec
+from specs import smoke_config, smoke_spec
 
 SEARCH = REPO / "src/dlbench/studies/memory/scripts/largest_batch.py"
 MIB = 2 ** 20
@@ -85,6 +85,35 @@ def test_a_memory_run_is_its_workload_s_training_run_at_another_batch():
     assert (spec.model, spec.data, spec.optimizer) == (trained.model, trained.data, trained.optimizer)
 
 
+def test_the_memory_pass_measures_each_model_a_workload_trains(tmp_path):
+    """IMDB's Transformer beside its LSTM (imdb.models): a memory run set of its own, run as its training run
+    set (its modules, spec type and initial weights), at IMDB's memory batches; none where it is not trained."""
+    from dlbench.studies.memory.definition import memory_sets
+
+    config = load_config(REPO / "config.yaml")
+    assert config["imdb"]["models"] == ["lstm", "transformer"]
+    assert memory_sets(config) == ["mnist-memory", "imdb-memory", "imdb-transformer-memory", "chestxray-memory"]
+    memory = run_set("imdb-transformer-memory")
+    rows = memory.rows(config, ["pytorch", "tensorflow"], 1)
+    lstm_rows = run_set("imdb-memory").rows(config, ["pytorch", "tensorflow"], 1)
+    # the LSTM's points less its sparse gradients (one per framework and mode), each at the same batches and repeats
+    assert [(r["framework"], r["batch"], r["repeat"]) for r in rows] == [
+        (r["framework"], r["batch"], r["repeat"]) for r in lstm_rows]
+    spec = memory.build(config, rows[0], 2)
+    trained = run_set("imdb-transformer").build(config, {**rows[0], "batch": 64, "repeat": 1}, 2)
+    assert spec.run_set == "imdb-transformer-memory" and spec.batch == rows[0]["batch"]
+    assert spec.run_id == f"workers~0_mode~eager_precision~float32_batch~{rows[0]['batch']}_repeat~1"
+    assert workload_module(spec.run_set, "pytorch") == "dlbench.workloads.imdb.transformer.pytorch"
+    assert type(spec) is type(trained) and (spec.model, spec.data, spec.optimizer) == (
+        trained.model, trained.data, trained.optimizer)
+    assert weights_sha256(initial_weights(spec)) == weights_sha256(initial_weights(trained))  # the same start
+    assert spec.convergence.steps == 0 and spec.measure.steady_units == 1
+    only_lstm = tmp_path / "lstm.yaml"
+    only_lstm.write_text("imdb: {models: [lstm]}\n")
+    config = load_config(REPO / "config.yaml", only_lstm)
+    assert memory.rows(config, ["pytorch"], 1) == [] and run_set("imdb-memory").rows(config, ["pytorch"], 1)
+
+
 def test_a_measured_workload_that_is_not_configured_is_named(tmp_path):
     extra = tmp_path / "memory.yaml"
     extra.write_text("workloads: [mnist]\nstudies: [memory]\nmemory: {workloads: [mnist, imdb]}\n")
@@ -118,6 +147,20 @@ def test_the_harness_kills_a_run_over_its_memory_limit_and_says_so(smoke_data, t
                     "--memory-limit-mb", "64"], cwd=smoke_data, check=True)
     record = read_record(out)
     assert record["status"] == "failed" and OVER_LIMIT in record["error"] and "64 MiB" in record["error"]
+
+
+@pytest.mark.slow
+def test_a_transformer_memory_run_trains_in_its_own_module_and_reads_its_peak(smoke_data, tmp_path):
+    """A memory run of IMDB's Transformer runs as imdb-transformer (its PyTorch module, its shared weights)."""
+    row = {"framework": "pytorch", "workers": 0, "mode": "eager", "precision": "float32", "batch": 8, "repeat": 1}
+    spec = run_set("imdb-transformer-memory").build(smoke_config(), row, 1)
+    out = tmp_path / "record.json"
+    subprocess.run([venv_python("pytorch"), "-m", "dlbench.harness", "--spec", spec_to_json(spec), "--out", str(out)],
+                   cwd=smoke_data, check=True)
+    record = read_record(out)
+    assert record["status"] == "ok", record["error"]
+    assert record["run_set"] == "imdb-transformer-memory" and record["parameters"] == 393_602
+    assert record["memory"]["node_peak_rss_bytes"][0] > 100 * MIB
 
 
 # A small DenseNet; PyTorch and TensorFlow with their memory-saving modes, MXNet beside TensorFlow: the pass end to end.
@@ -254,6 +297,25 @@ def test_peaks_and_their_ratios_have_intervals_over_the_processes():
     assert ratios[("mode", "eager", "graph")]["verdict"] == "more memory"
     assert ratios[("framework", "mxnet", "pytorch")]["ci_low"] is None
     assert ratios[("framework", "mxnet", "pytorch")]["verdict"] == "one repeat: no interval"
+
+
+def test_a_second_model_s_peaks_are_a_panel_and_ratios_of_their_own():
+    """The Transformer's memory runs (imdb-transformer-memory) are a model of their own in the tables
+    (`workload` imdb-transformer): their frameworks compared with each other, never with the LSTM's."""
+    peaks = {"imdb-memory": {("mxnet", "hybrid"): [300, 302, 298], ("tensorflow", "graph"): [600, 604, 596]},
+             "imdb-transformer-memory": {("mxnet", "hybrid"): [320, 322, 318], ("tensorflow", "graph"): [610, 615, 605]}}
+    runs = [{**row, "run_set": name, "run_id": row["run_id"].replace("batch~64", "batch~16")}
+            for name, points in peaks.items() for row in memory_runs(points)]
+    out = report_python("-c", PEAKS_AND_RATIOS, json.dumps(runs), capture_output=True, text=True, check=True).stdout
+    tables = json.loads(out)
+    assert sorted((p["workload"], p["framework"], p["batch"]) for p in tables["peaks"]) == [
+        ("imdb", "mxnet", 16), ("imdb", "tensorflow", 16), ("imdb-transformer", "mxnet", 16),
+        ("imdb-transformer", "tensorflow", 16)]
+    ratios = {r["workload"]: r for r in tables["ratios"]}
+    assert len(tables["ratios"]) == 2 and set(ratios) == {"imdb", "imdb-transformer"}
+    transformer = ratios["imdb-transformer"]
+    assert (transformer["numerator"], transformer["denominator"]) == ("mxnet", "tensorflow")
+    assert transformer["ratio"] == pytest.approx(320 / 610, rel=1e-3) and transformer["verdict"] == "less memory"
 
 
 def test_a_memory_run_compiles_cold_in_a_cache_of_its_own():

@@ -409,7 +409,7 @@ def model_line(r, keys, sample, seen):
     ratio = with_interval(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"], two)
     text = (f"<b>{html.escape(r['framework'])}</b>{' (' + html.escape(point) + ')' if point else ''}: "
             f"{html.escape(mine)} against {html.escape(theirs)} {html.escape(sample)}/s, "
-            f"{html.escape(ratio)}x{mark(flags)} ({html.escape(str(r['verdict']))})")
+            f"{html.escape(ratio)}x{mark(flags)}: {html.escape(str(r['verdict']))}")
     if pd.isna(r["time_ratio"]):
         return f"{text}; no time to the target ({html.escape(str(r['time_verdict']))})"
     mine = with_interval(r["time_to_target_s"], r["time_ci_low"], r["time_ci_high"], seconds)
@@ -418,7 +418,7 @@ def model_line(r, keys, sample, seen):
     ratio = with_interval(r["time_ratio"], r["time_ratio_ci_low"], r["time_ratio_ci_high"], two)
     return (f"{text}; to the target in {html.escape(mine)} against {html.escape(theirs)} s "
             f"({plain(r['steps_to_target'])} against {plain(r['reference_steps_to_target'])} steps), "
-            f"{html.escape(ratio)}x{mark(flags)} ({html.escape(str(r['time_verdict']))})")
+            f"{html.escape(ratio)}x{mark(flags)}: {html.escape(str(r['time_verdict']))}")
 
 
 def models_section(table, points, ratios, samples, figure, seen):
