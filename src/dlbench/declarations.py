@@ -21,3 +21,13 @@ def declared(name, workloads=WORKLOADS):
     that declare it (not None)."""
     return {workload: getattr(DEFINITIONS[workload], name) for workload in WORKLOADS
             if workload in workloads and getattr(DEFINITIONS[workload], name, None) is not None}
+
+
+def models(workload):
+    """The run sets of a workload whose runs train a model, its own first: its first run set, then every
+    other timed one that trains a framework's model from shared initial weights on the same data
+    (IMDB's Transformer beside its LSTM; not ChestX-ray's loader and image-library benchmarks). The
+    memory pass measures each; the findings set each further one against the first."""
+    first, *others = DEFINITIONS[workload].RUN_SETS
+    return (first, *(run_set for run_set in others
+                     if run_set.timed and run_set.subject == "framework" and run_set.draw_weights is not None))

@@ -6,7 +6,7 @@ relative to one reference) that report/workflow.rst shows first, a workload's ot
 its own on the same data (IMDB's Transformer against its LSTM: `model_pairs`), the lines of
 framework-specific code per framework and workload, and where the run's time went. What the
 workflow knows of it; dlbench.workloads says what a definition holds, dlbench.studies what a study is."""
-from dlbench.declarations import workload_definition
+from dlbench.declarations import models
 
 RUN_SETS = ()
 FIGURES = ("code-lines", "time", "models")
@@ -23,9 +23,8 @@ def model_pairs(workloads):
     imdb): scripts/models.py compares them framework by framework."""
     pairs = []
     for workload in workloads:
-        own, *others = workload_definition(workload).RUN_SETS
-        pairs += [(other.name, own.name, own.sample) for other in others
-                  if other.timed and other.subject == "framework" and other.draw_weights is not None]
+        own, *others = models(workload)
+        pairs += [(other.name, own.name, own.sample) for other in others]
     return pairs
 
 

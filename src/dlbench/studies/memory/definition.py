@@ -8,7 +8,7 @@ batch tried in a run of its own). What the workflow knows of it; dlbench.workloa
 definition holds, dlbench.studies what a study is.
 
 The workloads it measures are those that declare MEMORY_BATCHES (their batches by default), each
-model they train (`trained`: every run set of theirs that trains a framework's model from shared
+model they train (`dlbench.declarations.models`: every run set of theirs that trains a framework's model from shared
 initial weights, IMDB's LSTM and its Transformer); the search grows the model of the one that
 declares LARGEST_BATCH_MODEL. It names no workload.
 
@@ -31,25 +31,16 @@ MXNet hybrid 607 against 454 MiB, IMDB Keras on TensorFlow 898 against 684). Her
 does the same: the same steps, cold, no evaluation."""
 import dataclasses
 
-from dlbench.declarations import declared, workload_definition
+from dlbench.declarations import declared, models, workload_definition
 from dlbench.errors import ConfigError
 from dlbench.spec_types import CompileCache, Convergence, Measure
 from dlbench.sweep import RunSet, run_id
 
 
-def trained(workload):
-    """The run sets of a workload whose runs train a model: its first (the workload's own), then every
-    other that trains a framework's model from shared initial weights on the same data (IMDB's
-    Transformer beside its LSTM; not ChestX-ray's loader and image-library benchmarks)."""
-    first, *others = workload_definition(workload).RUN_SETS
-    return (first, *(run_set for run_set in others
-                     if run_set.timed and run_set.subject == "framework" and run_set.draw_weights is not None))
-
-
 # the training workloads it can measure (those that declare their batches), and the training run sets
 # of each (the first: the workload's own)
 BATCHES = declared("MEMORY_BATCHES")
-TRAINING = {workload: trained(workload) for workload in BATCHES}
+TRAINING = {workload: models(workload) for workload in BATCHES}
 MEASURED = tuple(TRAINING)
 # {training run set name: (its workload, the RunSet)}
 TRAINED = {run_set.name: (workload, run_set) for workload, sets in TRAINING.items() for run_set in sets}
