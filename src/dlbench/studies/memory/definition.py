@@ -31,7 +31,7 @@ MXNet hybrid 607 against 454 MiB, IMDB Keras on TensorFlow 898 against 684). Her
 does the same: the same steps, cold, no evaluation."""
 import dataclasses
 
-from dlbench.declarations import declared, models, workload_definition
+from dlbench.declarations import declared, models
 from dlbench.errors import ConfigError
 from dlbench.spec_types import CompileCache, Convergence, Measure
 from dlbench.sweep import RunSet, run_id
