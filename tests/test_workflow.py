@@ -53,7 +53,7 @@ RUNS = {**{workload: sum(counts.values()) for workload, counts in SMOKE_RECORDS.
         **MATMUL_RUNS}
 # the images prepared once per library and format; each model exported once
 SMOKE_BENCHMARKS = {"preprocess_chestxray": 3 * 2, "onnx_export": 3}
-PARAMETERS = {("mnist", "small"): 402_442, "densenet21": 417_102}  # the large MNIST model, DenseNet-121: tests/test_parity.py
+PARAMETERS = {("mnist", "small"): 402_442, "densenet21": 417_102, "imdb-transformer": 393_602}  # the large MNIST model, DenseNet-121: tests/test_parity.py
 # Embedding 5000x128, LSTM 128, Dense 2. Keras' and Flax's LSTMs have one bias vector,
 # PyTorch's, MXNet's and Chainer's two (input and recurrent): the documented difference of 4 x hidden.
 IMDB_PARAMETERS = {**dict.fromkeys(FRAMEWORKS, 772_354 - 4 * 128), "pytorch": 772_354, "mxnet": 772_354,
@@ -160,6 +160,9 @@ def test_every_framework_trains_the_smoke_config_with_falling_loss(smoke_run, ru
             assert run["parameters"] == PARAMETERS["mnist", run["point"]["model"]]
         elif run_set == "imdb":
             assert run["parameters"] == IMDB_PARAMETERS[framework]
+            assert [b["lr"] for b in blocks] == [run["spec"]["optimizer"]["lr"]] * len(blocks)
+        elif run_set == "imdb-transformer":   # the same count in every framework: tests/test_parity.py
+            assert run["parameters"] == PARAMETERS["imdb-transformer"]
             assert [b["lr"] for b in blocks] == [run["spec"]["optimizer"]["lr"]] * len(blocks)
         else:
             assert run["parameters"] == PARAMETERS["densenet21"]
