@@ -329,9 +329,11 @@ def test_every_replica_starts_from_the_shared_weights(framework, training_runs):
 
 
 @pytest.mark.slow
-def test_the_precision_proof_counts_the_transformer_s_attention_products_in_pytorch_as_in_jax(training_runs):
-    """PyTorch's fused scaled_dot_product_attention is one aten op, not two bmm: its products are
-    counted as JAX's einsums are, so a 16-bit share weighs the attention too."""
+def test_the_precision_proof_counts_the_transformer_s_attention_products_in_pytorch_and_mxnet_as_in_jax(
+        training_runs):
+    """PyTorch's fused scaled_dot_product_attention is one aten op, not two bmm, and MXNet's fused
+    self-attention two operators of their own: their products are counted as JAX's einsums are,
+    so a 16-bit share weighs the attention too."""
     counted = {framework: result_of(training_runs, ("imdb-transformer", framework))["precision"]["forward_flops"]
-               for framework in ("pytorch", "jax")}
-    assert counted["pytorch"] == counted["jax"] > 0, counted
+               for framework in ("pytorch", "mxnet", "jax")}
+    assert counted["pytorch"] == counted["mxnet"] == counted["jax"] > 0, counted

@@ -280,13 +280,29 @@ def _rnn_flops(data, parameters, out):
     return 2.0 * np.prod(out[:-1]) * (parameters[0] // (inner + 2)) * inner
 
 
-# 2 x multiply-adds of an operator, from its data's, weight's (RNN: its flat parameters') and output's shapes
+def _heads(qkv, attention):
+    """The heads of a fused self-attention: its scores' rows (batch x heads) over the batch of its
+    queries, keys and values (tokens, batch, 3 x width)."""
+    return attention[0] // qkv[1]
+
+
+# 2 x multiply-adds of an operator, from the shapes of its first input, its second (a weight; RNN: its
+# flat parameters; the fused self-attention's weighting: its scores) and its output. The fused
+# self-attention (batch x heads scores of tokens x tokens, each over a head's width): the scores
+# (query x key) and their weighting of the values, as PyTorch's and JAX's proofs count attention.
 _FLOPS = {
     "Convolution": lambda data, weight, out: 2.0 * np.prod(out) * np.prod(weight[1:]),
     "Deconvolution": lambda data, weight, out: 2.0 * np.prod(data) * np.prod(weight[1:]),
     "FullyConnected": lambda data, weight, out: 2.0 * np.prod(out) * weight[1],
     "RNN": _rnn_flops,
+    "_contrib_interleaved_matmul_selfatt_qk":
+        lambda qkv, out, _: 2.0 * np.prod(out) * (qkv[2] // 3 // _heads(qkv, out)),
+    "_contrib_interleaved_matmul_selfatt_valatt":
+        lambda qkv, attention, out: 2.0 * np.prod(attention) * (out[2] // _heads(qkv, attention)),
 }
+# each operator's first input, whose hook call begins its record
+_FIRST_INPUT = {"_contrib_interleaved_matmul_selfatt_qk": "queries_keys_values",
+                "_contrib_interleaved_matmul_selfatt_valatt": "queries_keys_values"}
 
 
 def forward_ops(model, inputs, symbol=None):
@@ -296,7 +312,9 @@ def forward_ops(model, inputs, symbol=None):
     graph that trains, run on model's Parameters, its operators read by an op hook
     (register_op_hook: each operator's inputs, then outputs; hybridized without static_alloc,
     under which MXNet 1.9 warns that the hook may miss operators); else (mode imperative)
-    model's own forward pass, its layers' inputs and outputs read by forward hooks."""
+    model's own forward pass, its Gluon layers' inputs and outputs read by forward hooks (the fused
+    self-attention is an operator, not a layer: uncounted there; the Transformer runs hybrid, the
+    mode the workloads other than MNIST run)."""
     import mxnet as mx
     from mxnet.gluon import nn, rnn
 
@@ -305,7 +323,7 @@ def forward_ops(model, inputs, symbol=None):
         def on_array(name, operator, handle):
             operator = mx.base.py_str(operator)
             if operator in _FLOPS:
-                if mx.base.py_str(name).endswith("_data"):  # an operator's first input: its record begins
+                if mx.base.py_str(name).endswith("_" + _FIRST_INPUT.get(operator, "data")):  # its record begins
                     records.append((operator, []))
                 array = mx.nd.NDArray(ctypes.cast(handle, mx.base.NDArrayHandle), writable=False)
                 records[-1][1].append((array.dtype, array.shape))
