@@ -64,6 +64,7 @@ def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
               ratio_row("framework", "pytorch", "tensorflow", 0.5, 0.4, 0.6, devices=2),  # tf / pt 2.0 [1.67, 2.5]
               ratio_row("mode", "compile", "eager", 1.1, 0.9, 1.3, framework="pytorch"),
               ratio_row("mode", "graph", "eager", 2.0, 1.6, 2.5, framework="tensorflow"),
+              ratio_row("mode", "graph", "eager", 3.0, 2.4, 3.7, framework="tensorflow", devices=2, strategy="mirrored"),
               ratio_row("devices", 2, 1, 1.3, 1.1, 1.5, framework="tensorflow", mode="graph", devices=None,
                         strategy="mirrored")]
     imdb = [ratio_row("framework", "mxnet", "pytorch", 1.2, 1.05, 1.4, run_set="imdb"),
@@ -76,6 +77,9 @@ def test_a_claim_holds_fails_or_is_not_resolved_by_its_intervals(tmp_path):
     graphs = claims.loc["Graphs (compiled modes) train faster than imperative code"]
     assert graphs["verdict"] == "not resolved at these repeats"
     assert "pytorch compile / eager (mnist): 1.10x [0.90, 1.30]" in graphs["figures"]
+    # a framework's two points each named by what differs between them
+    assert "tensorflow graph / eager (mnist devices=1): 2.00x" in graphs["figures"]
+    assert "tensorflow graph / eager (mnist devices=2 strategy=mirrored): 3.00x" in graphs["figures"]
     devices = claims.loc["TensorFlow gains by treating each CPU core as a device"]
     assert devices["verdict"] == "holds" and "1.30x [1.10, 1.50]" in devices["figures"]
     # the small model gains from 2 devices here: the study's "does not scale" does not hold

@@ -383,8 +383,24 @@ def kinds_pairs(ratios):
         if kinds[num] == EAGER:
             num, den, ratio, low, high = den, num, 1 / ratio, 1 / high, 1 / low
         rows.append({"framework": framework, "run_set": r["run_set"], "compiled": num, "eager": den,
-                     "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)}})
-    return pd.DataFrame(rows)
+                     "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)},
+                     "point": r.drop(RATIO_COLUMNS, errors="ignore")})
+    pairs = pd.DataFrame(rows)
+    return pairs.assign(point=[where_differs(pairs, r) for _, r in pairs.iterrows()]) if rows else pairs
+
+
+# a ratios row's columns that are not its point's: what it compares and what it found
+RATIO_COLUMNS = ["run_set", "comparison", "compared", "numerator", "denominator", "framework", "mode", "ratio",
+                 "ci_low", "ci_high", "verdict", *FLAGS]
+
+
+def where_differs(pairs, r):
+    """What names r's point among its framework's pairs of one run set ("devices=2 strategy=mirrored"),
+    or "" where it has only one."""
+    others = [o["point"] for _, o in pairs.iterrows()
+              if o["framework"] == r["framework"] and o["run_set"] == r["run_set"] and o["point"] is not r["point"]]
+    differing = [c for c in r["point"].index if any(str(o.get(c)) != str(r["point"][c]) for o in others)]
+    return " ".join(f"{c}={plain(r['point'][c])}" for c in differing if not pd.isna(r["point"][c]))
 
 
 def graphs_faster(tables):
@@ -396,7 +412,7 @@ def graphs_faster(tables):
     if pairs.empty:
         return row(SURVEY, claim, NOT_MEASURED, criterion, "no framework ran a compiled and an eager mode of one point "
                                                            "(mnist.modes)")
-    figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({r['run_set']}): "
+    figures = "; ".join(f"{r['framework']} {r['compiled']} / {r['eager']} ({' '.join(filter(None, [r['run_set'], r['point']]))}): "
                         f"{figure_of(r)}" for _, r in pairs.iterrows())
     return row(SURVEY, claim, by_intervals(pairs), criterion, figures,
                "results/figures/mnist/modes.png", "mnist-ratios.csv")
