@@ -87,7 +87,7 @@ def test_a_perturbed_export_runs_and_fails_the_check_against_pytorch(smoke_data,
 
 def test_the_models_are_those_the_configured_workloads_declare(tmp_path):
     """onnx.models names models of the workloads' EXPORTS; left out, every configured workload's;
-    a model whose workload is not configured is left out, not an error."""
+    a model whose workload, or run set, is not configured is left out, not an error."""
     assert {name: (m.workload, m.run_set, m.row, m.classes) for name, m in MODELS.items()} == {
         "mnist-small": ("mnist", "mnist", {"model": "small"}, "argmax"), "imdb-lstm": ("imdb", "imdb", {}, "argmax"),
         "imdb-transformer": ("imdb", "imdb-transformer", {}, "argmax"),
@@ -99,6 +99,9 @@ def test_the_models_are_those_the_configured_workloads_declare(tmp_path):
     config = load_config(REPO / "config.yaml", every)
     assert exported(config) == ["mnist-small", "densenet"]
     assert {row["model"] for row in run_set("onnx").rows(config, config["frameworks"], 1)} == {"mnist-small", "densenet"}
+    lstm_only = tmp_path / "lstm.yaml"
+    lstm_only.write_text("imdb: {models: [lstm]}\n")
+    assert exported(load_config(REPO / "config.yaml", lstm_only)) == ["mnist-small", "imdb-lstm"]
 
 
 def test_a_model_of_another_run_set_is_trained_from_its_spec_and_exported_at_its_least_opset(tmp_path):

@@ -96,10 +96,17 @@ def model_files(model):
 
 def exported(config):
     """The models exported: onnx.models (every model of the configured workloads where none is
-    named), less those whose workload is not configured."""
-    ours = source_models(config["workloads"])
+    named), less those this config does not train: whose workload is not configured, or whose run
+    set plans no PyTorch run (IMDB's Transformer without `transformer` in imdb.models)."""
+    ours = {name: model for name, model in source_models(config["workloads"]).items() if trained(model, config)}
     chosen = config["onnx"]["models"]
     return [model for model in (ours if chosen is None else chosen) if model in ours]
+
+
+def trained(model, config):
+    """Whether the config trains the model's run set in PyTorch, the framework it is exported from."""
+    run_set = next(r for r in workload_definition(model.workload).RUN_SETS if r.name == model.run_set)
+    return bool(run_set.rows(config, ["pytorch"], 1))
 
 
 def runs(config, frameworks, repeats):
