@@ -370,7 +370,7 @@ def small_model_does_not_scale(tables):
 
 def kinds_pairs(ratios):
     """A framework's compiled mode over its eager one, from its modes' ratios rows."""
-    rows = []
+    rows, points = [], []
     for _, r in ratios[ratios["compared"] == "mode"].iterrows():
         framework = r["framework"]
         if framework not in FRAMEWORKS:
@@ -383,10 +383,10 @@ def kinds_pairs(ratios):
         if kinds[num] == EAGER:
             num, den, ratio, low, high = den, num, 1 / ratio, 1 / high, 1 / low
         rows.append({"framework": framework, "run_set": r["run_set"], "compiled": num, "eager": den,
-                     "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)},
-                     "point": r.drop(RATIO_COLUMNS, errors="ignore")})
+                     "ratio": ratio, "ci_low": low, "ci_high": high, **{name: True for name in flags_of(r)}})
+        points.append(r.drop(RATIO_COLUMNS, errors="ignore"))
     pairs = pd.DataFrame(rows)
-    return pairs.assign(point=[where_differs(pairs, r) for _, r in pairs.iterrows()]) if rows else pairs
+    return pairs.assign(point=point_names(pairs, pd.DataFrame(points))) if rows else pairs
 
 
 # a ratios row's columns that are not its point's: what it compares and what it found
@@ -394,13 +394,15 @@ RATIO_COLUMNS = ["run_set", "comparison", "compared", "numerator", "denominator"
                  "ci_low", "ci_high", "verdict", *FLAGS]
 
 
-def where_differs(pairs, r):
-    """What names r's point among its framework's pairs of one run set ("devices=2 strategy=mirrored"),
-    or "" where it has only one."""
-    others = [o["point"] for _, o in pairs.iterrows()
-              if o["framework"] == r["framework"] and o["run_set"] == r["run_set"] and o["point"] is not r["point"]]
-    differing = [c for c in r["point"].index if any(str(o.get(c)) != str(r["point"][c]) for o in others)]
-    return " ".join(f"{c}={plain(r['point'][c])}" for c in differing if not pd.isna(r["point"][c]))
+def point_names(pairs, points):
+    """What names each pair's point among its framework's pairs of one run set: the point's columns
+    that differ between them ("devices=2 strategy=mirrored"), "" where it has only one."""
+    names = []
+    for i, key in enumerate(zip(pairs["framework"], pairs["run_set"])):
+        differing = points[[k == key for k in zip(pairs["framework"], pairs["run_set"])]].nunique(dropna=False) > 1
+        names.append(" ".join(f"{c}={plain(points.iloc[i][c])}" for c in points.columns[differing]
+                              if not pd.isna(points.iloc[i][c])))
+    return names
 
 
 def graphs_faster(tables):
