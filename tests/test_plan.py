@@ -259,3 +259,18 @@ def test_use_conda_without_conda_names_what_is_missing_and_both_ways_on(tmp_path
     assert proc.returncode != 0 and "--use-conda needs conda, and there is none on this machine's PATH" in said, said[-2000:]
     assert "install conda" in said and "run without --use-conda: the same envs/*.yaml then build as venvs" in said
     assert "Building DAG of jobs" not in said and "conda info" not in said
+
+
+def test_each_part_of_the_default_is_dropped_by_the_key_docs_default_run_names():
+    """docs/default-run.md, "What it costs": imdb.models [lstm] drops the Transformer, its memory pass
+    and its ONNX export; memory.workloads [] the memory pass; onnx.models [] ONNX."""
+    default = load_config(REPO / "config.yaml")
+
+    def first_round(section, **change):
+        counts = plan_of(**{section: {**default[section], **change}}).counts()
+        return {name: first for name, (first, _) in counts.items() if first}
+
+    lstm_only = first_round("imdb", models=["lstm"])
+    assert not {"imdb-transformer", "imdb-transformer-memory"} & set(lstm_only) and lstm_only["onnx"] == 18
+    assert not [name for name in first_round("memory", workloads=[]) if name.endswith("-memory")]
+    assert "onnx" not in first_round("onnx", models=[])
